@@ -1,0 +1,30 @@
+"""pytest plugin of the suite: thin wiring of suites/ into pytest and pytest-benchmark (logic in suites/plugin.py)."""
+
+import pytest
+
+from suites import plugin
+from suites import session as sessions
+
+
+def pytest_addoption(parser):
+    plugin.add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its options
+def pytest_configure(config):
+    plugin.configure(config)
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    plugin.update_machine_info(config, machine_info)
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    plugin.update_json(config, output_json)
+
+
+@pytest.fixture
+def run_case(request, benchmark):
+    """`run_case(case)`: measure one case in device time and record it in the benchmark JSON."""
+    bench_session = plugin.session(request.config)
+    return lambda case: sessions.run(bench_session, benchmark, request, case)

@@ -1,0 +1,78 @@
+"""`python -m reports table RESULTS...`: one readable table per suite (benchmark group) and device."""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+from tabulate import tabulate
+
+from reports.load import load
+
+# Axes shown first when a suite has them, then figures; absent columns are left out, never filled in.
+AXES = ["dtype", "layer", "shape", "align", "impl", "seq", "batch", "pass", "memory_format", "model", "precision"]
+FIGURES = ["time", "tflops", "pct_peak", "gbps", "error_rel", "converged", "rel_iqr", "status"]
+
+
+def format_time(seconds: float) -> str:
+    """A duration with a unit that keeps three to four significant digits readable."""
+    if pd.isna(seconds):
+        return ""
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def group_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The columns worth showing for one group: its axes, median device time, and figures."""
+    out = frame.copy()
+    if "median_s" in out:
+        out["time"] = out["median_s"].map(format_time)
+    axes = [c for c in AXES if c in out and out[c].notna().any()]
+    figures = [c for c in FIGURES if c in out and out[c].notna().any()]
+    if not axes:
+        axes = ["name"]
+    table = out[axes + figures].astype(object)
+    return table.where(table.notna(), None)
+
+
+def not_measured(frame: pd.DataFrame) -> str:
+    """Cases without a timing, counted by status and reason (the reason is the same for whole dtypes)."""
+    if "median_s" in frame:
+        frame = frame[frame["median_s"].isna()]
+    if frame.empty:
+        return ""
+    reasons = frame.get("reason", pd.Series(None, index=frame.index)).fillna("no reason recorded")
+    counts = frame.assign(reason=reasons).groupby(["status", "reason"]).size()
+    return "\n".join(f"- {status} ({n} cases): {reason}" for (status, reason), n in counts.items())
+
+
+def render(frame: pd.DataFrame, fmt: str) -> str:
+    """All groups and devices of the frame as text tables under a heading each."""
+    parts = []
+    for (group, device), part in frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True):
+        measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[0:0]
+        text = f"## {group} on {device}\n\n"
+        if not measured.empty:
+            text += tabulate(group_table(measured), headers="keys", tablefmt=fmt, showindex=False, floatfmt=".4g",
+                             missingval="")
+        skipped = not_measured(part)
+        parts.append(text + (f"\n\nNot measured:\n{skipped}" if skipped else ""))
+    return "\n\n".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    frame = load(args.results)
+    if args.group:
+        frame = frame[frame["group"] == args.group]
+    print(render(frame, "github" if args.markdown else "simple"))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("table", help="print results as tables, one per suite and device")
+    parser.add_argument("results", nargs="+", help="pytest-benchmark JSON files or directories of them")
+    parser.add_argument("--markdown", action="store_true", help="GitHub markdown instead of plain text")
+    parser.add_argument("--group", help="only this suite (benchmark group)")
+    parser.set_defaults(func=run)

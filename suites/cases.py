@@ -1,0 +1,52 @@
+"""What a benchmark case is: its stable id, its axes, its FLOP and byte model, and how to build its workload."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+
+class Unsupported(Exception):
+    """This device or build cannot run the case; the message says why, and the case is skipped with it."""
+
+
+@dataclass
+class Workload:
+    """A built case: `fn` is the timed work; `error_rel` computes the relative error against float64."""
+
+    fn: Callable[[], object]
+    error_rel: Callable[[], float] | None = None
+    extra_info: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One point of a suite's sweep. `build` allocates random inputs on a device and may raise Unsupported."""
+
+    suite: str
+    id: str
+    params: dict[str, str]
+    build: Callable[[torch.device], Workload] = field(compare=False, repr=False)
+    flops: float | None = None
+    bytes: float | None = None
+    peak_dtype: str | None = None  # which peak FLOP/s `pct_peak` divides by
+    tolerance: float | None = None
+    tf32: bool = False
+    cold: bool = False
+    graph: bool = False
+
+
+def align_class(*dims: int) -> str:
+    """`64` when every dimension is a multiple of 64, `8` when of 8, else `odd`: the design card's `align` axis."""
+    if all(d % 64 == 0 for d in dims):
+        return "64"
+    if all(d % 8 == 0 for d in dims):
+        return "8"
+    return "odd"
+
+
+def select_dtypes(cases: list[Case], dtypes: list[str] | None) -> list[Case]:
+    """The cases whose `dtype` param is in `dtypes` (all when None)."""
+    return [c for c in cases if dtypes is None or c.params.get("dtype") in dtypes]

@@ -1,0 +1,52 @@
+"""Access to NVML (nvidia-ml-py), or the reason it is unavailable: one place that opens the library."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+
+@functools.cache
+def _init() -> tuple[Any | None, str | None]:
+    try:
+        import pynvml
+    except ImportError as exc:
+        return None, f"nvidia-ml-py is not installed ({exc})"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # pynvml raises NVMLError subclasses, or OSError-like errors when libnvidia-ml is absent
+        return None, f"NVML could not be initialised: {exc}"
+    return pynvml, None
+
+
+def nvml() -> tuple[Any | None, str | None]:
+    """(the pynvml module, None) when NVML works here, else (None, the reason)."""
+    return _init()
+
+
+def handle(index: int) -> tuple[Any | None, str | None]:
+    """(NVML handle of the CUDA device with this index, None), else (None, the reason).
+
+    The handle is looked up by PCI bus id so that CUDA_VISIBLE_DEVICES reordering cannot mismatch the two indices.
+    """
+    lib, reason = nvml()
+    if lib is None:
+        return None, reason
+    import torch
+
+    try:
+        props = torch.cuda.get_device_properties(index)
+        bus_id = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        return lib.nvmlDeviceGetHandleByPciBusId(bus_id.encode()), None
+    except AttributeError:
+        return lib.nvmlDeviceGetHandleByIndex(index), None
+    except Exception as exc:
+        return None, f"no NVML handle for cuda:{index}: {exc}"
+
+
+def query(fn, *args, default=None):
+    """Call an NVML getter; None (or `default`) where the driver or part does not support it."""
+    try:
+        return fn(*args)
+    except Exception:
+        return default
