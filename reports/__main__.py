@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reports import table
+from reports import plots, table
 from reports.errors import InputError
 
-COMMANDS = [table]
+COMMANDS = [table, plots]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,78 @@
+"""`python -m suites.gpu_check`: checks a new GPU box in minutes and prints a short table at the end.
+
+It runs each suite's GPU must-show cases through pytest (so they are measured exactly as the main job measures
+them, JSON included) and then each suite's cross-checks against peer tools (triton.testing.do_bench, ...).
+A suite adds its checks by appending to PYTEST_RUNS and CROSS_CHECKS. Every JSON lands in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tabulate import tabulate
+
+
+@dataclass(frozen=True)
+class PytestRun:
+    """One pytest invocation over a bench file (or a -k selection of it) with the full profile on CUDA."""
+
+    name: str
+    args: tuple[str, ...]
+
+
+@dataclass
+class Row:
+    """One line of the final table: a figure, what it is compared with, and whether it passes."""
+
+    check: str
+    figure: str
+    value: str
+    target: str
+    ok: bool | None
+
+
+PYTEST_RUNS: list[PytestRun] = [PytestRun("matmul", ("bench/test_matmul.py",))]
+
+# Each takes the --out directory (where the PYTEST_RUNS' JSON files are) and returns rows for the table.
+CROSS_CHECKS: list[Callable[[Path], list[Row]]] = []
+
+
+def run_pytest(run: PytestRun, out: Path, device: str) -> Row:
+    json_path = out / f"{run.name}.json"
+    cmd = [sys.executable, "-m", "pytest", *run.args, "--benchmark-only", "--device", device, "--bench-profile",
+           "full", "-q", "-p", "no:cacheprovider", f"--benchmark-json={json_path}"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    (out / f"{run.name}.log").write_text(proc.stdout + proc.stderr)
+    summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    return Row(f"pytest {run.name}", "wall time, result", f"{seconds:.0f} s, {summary}", "exit 0", proc.returncode == 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m suites.gpu_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="gpu_check", help="directory for JSON and logs (default: gpu_check)")
+    parser.add_argument("--device", default="cuda", help="the CUDA device to check (default: cuda)")
+    parser.add_argument("--only", help="comma-separated names of the pytest runs to do (default: all)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    only = set(args.only.split(",")) if args.only else None
+    rows = [run_pytest(run, out, args.device) for run in PYTEST_RUNS if only is None or run.name in only]
+    for check in CROSS_CHECKS:
+        try:
+            rows.extend(check(out))
+        except Exception as exc:  # one failing check must not hide the others' figures
+            rows.append(Row(check.__name__, "error", f"{type(exc).__name__}: {exc}"[:120], "", False))
+    print(tabulate([vars(r) for r in rows], headers="keys", tablefmt="github"))
+    return 0 if all(r.ok is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
