@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reports import plots, table
+from reports import plots, table, trace
 from reports.errors import InputError
 
-COMMANDS = [table, plots]
+COMMANDS = [table, plots, trace]
 
 
 def main(argv: list[str] | None = None) -> int:
