@@ -46,14 +46,16 @@ class CaseResult:
     extra_info: dict = field(default_factory=dict)
 
 
-_ALLOC = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)")
-_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+# CUDA's caching allocator and the CPU allocator word the failed request differently.
+_ALLOC = re.compile(r"(?:Tried to allocate|you tried to allocate) ([\d.]+) ?(B|KiB|MiB|GiB|TiB|bytes)")
+_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 def is_oom(exc: BaseException) -> bool:
     """CUDA's OutOfMemoryError, or a CPU allocator failure (which surfaces as a RuntimeError)."""
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower() or (
-        isinstance(exc, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(exc))
+    text = str(exc)
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower() or (
+        "can't allocate memory" in text)
 
 
 def requested_bytes(exc: BaseException) -> int | None:

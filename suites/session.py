@@ -81,6 +81,7 @@ def record(benchmark, result: CaseResult) -> None:
         return
     benchmark._mode = "suites.session.record(...)"
     stats = benchmark._make_stats(1)
+    stats.options.update(timer=result.measurement.timer, min_rounds=None, max_time=None, min_time=None, warmup=None)
     for seconds in result.measurement.samples_s:
         stats.update(seconds)
 

@@ -1,0 +1,92 @@
+"""End to end: pytest on bench/ writes device-time samples as pytest-benchmark stats, and reports reads them."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from suites.timing import rel_iqr
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("run") / "quick.json"
+    proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-profile", "quick",
+                   "--bench-dtypes", "float32,bfloat16,float16,tf32", "-k", "square", f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"path": out, "json": json.loads(out.read_text()), "stdout": proc.stdout}
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_stats_are_the_measured_samples(quick_run):
+    for bench in quick_run["json"]["benchmarks"]:
+        data = bench["stats"]["data"]
+        assert bench["stats"]["rounds"] == len(data) > 0
+        assert bench["stats"]["median"] == pytest.approx(float(np.median(data)))
+        # the runner computed rel_iqr from its own samples: equal only if the JSON holds exactly those samples
+        assert bench["extra_info"]["rel_iqr"] == pytest.approx(rel_iqr(data))
+        assert bench["extra_info"]["timer"] == bench["options"]["timer"] == "wall"
+
+
+def test_every_dtype_in_every_align_class_with_throughput(quick_run):
+    seen = {(b["params"]["dtype"], b["params"]["align"]) for b in quick_run["json"]["benchmarks"]
+            if b["extra_info"]["tflops"] > 0 and b["group"] == "matmul"}
+    assert seen == {(d, a) for d in ("float32", "bfloat16", "float16") for a in ("64", "8", "odd")}
+
+
+def test_unsupported_cases_are_recorded_with_their_reason(quick_run):
+    skipped = quick_run["json"]["not_measured"]
+    assert {s["params"]["dtype"] for s in skipped} == {"tf32"}
+    assert all(s["extra_info"]["status"] == "unsupported" and s["extra_info"]["reason"] for s in skipped)
+
+
+def test_machine_info_names_the_device(quick_run):
+    info = quick_run["json"]["machine_info"]
+    assert info["bench_device"] == "cpu"
+    assert info["torch"]["version"] == torch.__version__
+    assert info["cpu_info"]["torch_threads"] >= 1
+
+
+def test_reports_table_reads_the_run(quick_run):
+    proc = subprocess.run([sys.executable, "-m", "reports", "table", str(quick_run["path"]), "--markdown"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "## matmul on" in proc.stdout
+    assert "bfloat16" in proc.stdout and "odd" in proc.stdout
+    assert "unsupported (3 cases)" in proc.stdout
+
+
+def test_unknown_dtype_is_a_usage_error_listing_valid_names():
+    proc = _pytest("bench/test_matmul.py", "--bench-dtypes", "nonsense", "--collect-only")
+    assert proc.returncode == 4
+    assert "unknown nonsense" in proc.stderr and "bfloat16" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
+def test_cuda_without_a_gpu_is_an_error_not_an_all_skip():
+    proc = _pytest("bench/test_matmul.py", "--device", "cuda", "--collect-only")
+    assert proc.returncode == 4
+    assert "no CUDA device" in proc.stderr
+
+
+@pytest.mark.parametrize("content", ["", "{", "[1, 2]", '{"benchmarks": 3}'])
+def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = subprocess.run([sys.executable, "-m", "reports", "table", str(bad)], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and str(bad) in proc.stderr
