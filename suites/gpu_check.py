@@ -3,11 +3,14 @@
 It runs each suite's GPU must-show cases through pytest (so they are measured exactly as the main job measures
 them, JSON included) and then each suite's cross-checks against peer tools (triton.testing.do_bench, ...).
 A suite adds its checks by appending to PYTEST_RUNS and CROSS_CHECKS. Every JSON lands in --out.
+Cross-checks are named as "module:function" and imported only when run: a check module may import this one
+(for Row) without an import cycle, and a missing optional tool (triton) fails one row, not the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import subprocess
 import sys
 import time
@@ -39,8 +42,14 @@ class Row:
 
 PYTEST_RUNS: list[PytestRun] = [PytestRun("matmul", ("bench/test_matmul.py",))]
 
-# Each takes the --out directory (where the PYTEST_RUNS' JSON files are) and returns rows for the table.
-CROSS_CHECKS: list[Callable[[Path], list[Row]]] = []
+# "module:function" names; each function takes the --out directory (where the PYTEST_RUNS' JSON files are)
+# and returns rows for the table.
+CROSS_CHECKS: list[str] = ["suites.crosscheck:matmul_do_bench_check"]
+
+
+def load_check(name: str) -> Callable[[Path], list[Row]]:
+    module, function = name.split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def run_pytest(run: PytestRun, out: Path, device: str) -> Row:
@@ -65,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None
     rows = [run_pytest(run, out, args.device) for run in PYTEST_RUNS if only is None or run.name in only]
-    for check in CROSS_CHECKS:
+    for name in CROSS_CHECKS:
         try:
-            rows.extend(check(out))
+            rows.extend(load_check(name)(out))
         except Exception as exc:  # one failing check must not hide the others' figures
-            rows.append(Row(check.__name__, "error", f"{type(exc).__name__}: {exc}"[:120], "", False))
+            rows.append(Row(name, "error", f"{type(exc).__name__}: {exc}"[:160], "", False))
     print(tabulate([vars(r) for r in rows], headers="keys", tablefmt="github"))
     return 0 if all(r.ok is not False for r in rows) else 1
 
