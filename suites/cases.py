@@ -19,6 +19,9 @@ class Workload:
     fn: Callable[[], object]
     error_rel: Callable[[], float] | None = None
     extra_info: dict = field(default_factory=dict)
+    # Fields computed from the measured median seconds per call and the peak FLOP/s (None when unknown), e.g.
+    # tokens/s and MFU; called once after the measurement.
+    rates: Callable[[float, float | None], dict] | None = None
 
 
 @dataclass(frozen=True)

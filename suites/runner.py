@@ -150,6 +150,8 @@ def _measure_and_check(case: Case, workload: Workload, device: torch.device, rul
     if device.type == "cuda":
         info["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device) - baseline
     info |= _measurement_info(m) | throughput_info(case, m.median_s, peak_flops)
+    if workload.rates is not None:
+        info |= workload.rates(m.median_s, peak_flops)
     status, reason = "ok", None
     if workload.error_rel is not None:
         info["error_rel"] = err = workload.error_rel()
