@@ -1,0 +1,156 @@
+"""Time `python -m reports trace` against HolisticTraceAnalysis on the same ~100k-event trace, in one run.
+
+Issue 5 asks the summarizer to be at least 3x faster than HolisticTraceAnalysis (HTA) loading a trace and computing
+its temporal breakdown. Both run as whole subprocesses, so both pay interpreter start-up and imports, a few times
+each; the script prints both medians, their ratio, and each process's peak RSS (from os.wait4, per child).
+With --big-mb it also writes a trace of that many MB and reports our peak RSS on it, to show that memory follows
+the number of GPU events, not the size of the file.
+
+The trace is built by tiling a real one (default: the 68,692-event V100 trace in ../shared/traces) with shifted
+timestamps, correlation and flow ids, and step numbers, then keeping the first --events events.
+
+HTA is not a dependency of the project: `pip install holistictraceanalysis==0.5.0` to run this.
+Usage: python tools/bench_trace_speed.py [--source TRACE] [--events 100000] [--repeat 5] [--big-mb 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SOURCE = REPO.parent / "shared" / "traces" / "ns_resolution_trace.json.gz"
+HTA_SCRIPT = (
+    "import logging, sys\n"
+    "logging.disable(logging.WARNING)\n"
+    "from hta.trace_analysis import TraceAnalysis\n"
+    "TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)\n"
+)
+ID_ARGS = ("correlation", "External id")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="Kineto trace to tile")
+    parser.add_argument("--events", type=int, default=100_000, help="events in the timed trace")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each tool")
+    parser.add_argument("--big-mb", type=int, default=0, help="also measure our RSS on a trace of this many MB")
+    args = parser.parse_args()
+    if importlib.util.find_spec("hta") is None:
+        print("HolisticTraceAnalysis is missing: pip install holistictraceanalysis==0.5.0", file=sys.stderr)
+        return 1
+    source = load_source(args.source)
+    with tempfile.TemporaryDirectory(prefix="bench_trace_") as workdir:
+        # HTA reads every trace file of a directory, one per rank, named rank-<N>...
+        trace = Path(workdir) / "hta" / "rank-0.json.gz"
+        trace.parent.mkdir()
+        with gzip.open(trace, "wt", compresslevel=1) as out:
+            write_trace(out, source, itertools.islice(tiled_events(source["traceEvents"]), args.events))
+        print(f"trace: {args.events} events, {trace.stat().st_size / 1e6:.1f} MB gzip, from {args.source.name}")
+        ours = [run_child(reports_command(trace)) for _ in range(args.repeat)]
+        hta = [run_child([sys.executable, "-c", HTA_SCRIPT, str(trace.parent)]) for _ in range(args.repeat)]
+        ours_s, hta_s = statistics.median(t for t, _ in ours), statistics.median(t for t, _ in hta)
+        print(f"python -m reports trace: median {ours_s:.3f} s, peak RSS {max(r for _, r in ours) / 2**20:.0f} MiB")
+        print(f"HTA load + temporal breakdown: median {hta_s:.3f} s, peak RSS {max(r for _, r in hta) / 2**20:.0f} MiB")
+        print(f"ratio HTA / ours: {hta_s / ours_s:.1f}x  (repeat={args.repeat})")
+        if args.big_mb:
+            measure_big(Path(workdir) / "big.json", source, args.big_mb)
+    return 0
+
+
+def load_source(path: Path) -> dict[str, Any]:
+    """The whole source trace (a few tens of MB at most: this is the tile, not the benchmarked file)."""
+    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as stream:
+        return json.load(stream)
+
+
+def tiled_events(events: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The source's events repeated without end, each copy shifted past the previous one in time and ids."""
+    timed = [e for e in events if "ts" in e and e.get("ph") != "M"]
+    start = min(float(e["ts"]) for e in timed)
+    shift_us = max(float(e["ts"]) + float(e.get("dur", 0)) for e in timed) - start + 1000.0
+    shift_id = 1 + max(max(_ids(e), default=0) for e in events)
+    steps = sum(1 for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+    yield from events
+    for copy in itertools.count(1):
+        for event in timed:
+            yield _shifted(event, copy * shift_us, copy * shift_id, copy * steps)
+
+
+def _ids(event: dict[str, Any]) -> Iterable[int]:
+    args = event.get("args", {})
+    yield from (int(args[key]) for key in ID_ARGS if isinstance(args.get(key), int))
+    if isinstance(event.get("id"), int):
+        yield event["id"]
+
+
+def _shifted(event: dict[str, Any], shift_us: float, shift_id: int, shift_step: int) -> dict[str, Any]:
+    copy = {**event, "ts": float(event["ts"]) + shift_us}
+    if isinstance(event.get("id"), int):  # flow events (ac2g, fwdbwd) link by id
+        copy["id"] = event["id"] + shift_id
+    if "args" in event:
+        copy["args"] = {**event["args"]}
+        for key in ID_ARGS:
+            if isinstance(copy["args"].get(key), int):
+                copy["args"][key] += shift_id
+    name = str(event.get("name", ""))
+    if name.startswith("ProfilerStep#"):
+        copy["name"] = f"ProfilerStep#{int(name.split('#')[1]) + shift_step}"
+    return copy
+
+
+def write_trace(out: TextIO, source: dict[str, Any], events: Iterable[dict[str, Any]]) -> None:
+    """Write a Kineto-shaped JSON object, one event at a time, so a large trace never sits in memory."""
+    header = {key: value for key, value in source.items() if key != "traceEvents"}
+    out.write(json.dumps(header)[:-1] + ', "traceEvents": [\n')
+    for index, event in enumerate(events):
+        out.write((",\n" if index else "") + json.dumps(event))
+    out.write("\n]}\n")
+
+
+def reports_command(trace: Path) -> list[str]:
+    return [sys.executable, "-m", "reports", "trace", str(trace), "--json"]
+
+
+def run_child(command: list[str]) -> tuple[float, int]:
+    """Wall time and peak RSS in bytes of one child process; exits with its stderr if it fails."""
+    with tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
+        elapsed = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode:
+            stderr.seek(0)
+            raise SystemExit(f"{command[:4]} failed ({child.returncode}):\n{stderr.read().decode()[-2000:]}")
+    return elapsed, usage.ru_maxrss * 1024  # Linux reports ru_maxrss in KiB
+
+
+def measure_big(path: Path, source: dict[str, Any], megabytes: int) -> None:
+    """Write a plain-JSON trace of about `megabytes` MB and report our time and peak RSS on it."""
+    events = source["traceEvents"]
+    bytes_per_event = sum(len(json.dumps(event)) + 2 for event in events) / len(events)
+    count = int(megabytes * 10**6 / bytes_per_event)
+    with open(path, "w") as out:
+        write_trace(out, source, itertools.islice(tiled_events(events), count))
+    seconds, rss = run_child(reports_command(path))
+    print(
+        f"big trace: {path.stat().st_size / 1e6:.0f} MB JSON, {count} events: "
+        f"python -m reports trace {seconds:.1f} s, peak RSS {rss / 2**20:.0f} MiB"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
