@@ -23,7 +23,8 @@ from tabulate import tabulate
 
 @dataclass(frozen=True)
 class PytestRun:
-    """One pytest invocation over a bench file (or a -k selection of it) with the full profile on CUDA."""
+    """One pytest invocation over a bench file (or a -k selection of it) with the full profile on CUDA.
+    `{out}` in an argument stands for the --out directory."""
 
     name: str
     args: tuple[str, ...]
@@ -41,10 +42,15 @@ class Row:
 
 
 PYTEST_RUNS: list[PytestRun] = [PytestRun("matmul", ("bench/test_matmul.py",))]
+# Issue 5: profiler traces of one matmul in three precisions (read by suites.profiling_check).
+PYTEST_RUNS.append(PytestRun("trace", ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
+                                       "bfloat16,tf32,float32", "--trace-dir", "{out}/traces")))
 
 # "module:function" names; each function takes the --out directory (where the PYTEST_RUNS' JSON files are)
 # and returns rows for the table.
 CROSS_CHECKS: list[str] = ["suites.crosscheck:matmul_do_bench_check"]
+CROSS_CHECKS += ["suites.profiling_check:trace_tensor_cores", "suites.profiling_check:telemetry_of_run",
+                 "suites.profiling_check:sampler_cost"]
 
 
 def load_check(name: str) -> Callable[[Path], list[Row]]:
@@ -54,7 +60,8 @@ def load_check(name: str) -> Callable[[Path], list[Row]]:
 
 def run_pytest(run: PytestRun, out: Path, device: str) -> Row:
     json_path = out / f"{run.name}.json"
-    cmd = [sys.executable, "-m", "pytest", *run.args, "--benchmark-only", "--device", device, "--bench-profile",
+    args = [arg.replace("{out}", str(out)) for arg in run.args]
+    cmd = [sys.executable, "-m", "pytest", *args, "--benchmark-only", "--device", device, "--bench-profile",
            "full", "-q", "-p", "no:cacheprovider", f"--benchmark-json={json_path}"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)

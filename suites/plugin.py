@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from suites import device as devices
 from suites import session as sessions
+from suites import telemetry, tracing
 from suites.cases import Case
+from suites.runner import Extension
 
 SESSION = pytest.StashKey[sessions.BenchSession]()
 
@@ -21,6 +24,11 @@ def add_options(parser: pytest.Parser) -> None:
                     help="quick: minutes on a 2-core CPU; full: the real sweep for a GPU")
     group.addoption("--bench-dtypes", dest="bench_dtypes", default=None,
                     help="comma-separated dtypes to keep, e.g. bfloat16,float16")
+    group.addoption("--telemetry-interval-ms", dest="telemetry_interval_ms", type=float,
+                    default=telemetry.DEFAULT_INTERVAL_MS, help="NVML sampling interval during each measurement "
+                    f"(default {telemetry.DEFAULT_INTERVAL_MS:g}); 0 turns telemetry off")
+    group.addoption("--trace-dir", dest="trace_dir", default=None,
+                    help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
 
 
 def configure(config: pytest.Config) -> None:
@@ -30,11 +38,27 @@ def configure(config: pytest.Config) -> None:
     never ends with numbers only on the screen.
     """
     config.stash[SESSION] = sessions.from_config(config)
+    config.stash[SESSION].extensions.extend(observers(config))
     option = config.option
     if hasattr(option, "benchmark_save_data"):
         option.benchmark_save_data = True
         if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
             option.benchmark_autosave = True
+
+
+def observers(config: pytest.Config) -> list[Extension]:
+    """NVML telemetry around every case (it reports why when it cannot), and with --trace-dir a profiler trace."""
+    interval = config.getoption("telemetry_interval_ms")
+    if not interval >= 0:
+        raise pytest.UsageError(f"--telemetry-interval-ms {interval:g}: expected 0 (off) or a positive interval")
+    found: list[Extension] = [telemetry.TelemetryExtension(session(config).device, interval)]
+    if trace_dir := config.getoption("trace_dir"):
+        try:
+            Path(trace_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise pytest.UsageError(f"--trace-dir {trace_dir}: {exc.strerror or exc}") from None
+        found.append(tracing.TraceExtension(Path(trace_dir)))
+    return found
 
 
 def session(config: pytest.Config) -> sessions.BenchSession:
@@ -52,6 +76,7 @@ def parametrize(metafunc: pytest.Metafunc, cases: Callable[[str], list[Case]]) -
 
 def update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     machine_info.update(devices.machine_info(session(config).device))
+    machine_info["telemetry"] = telemetry.machine_info(session(config).extensions)
 
 
 def update_json(config: pytest.Config, output_json: dict) -> None:
