@@ -122,9 +122,10 @@ class _JsonStream:
             else:
                 value = self._value()
                 closing = self._peek()
-                self.pos += 1
                 if closing not in (",", "]"):
                     self._fail("malformed JSON: expected ',' or ']' in an array (truncated file?)")
+                self.pos += 1
+                self._peek()  # the fast path starts at a value, not at whitespace
             yield value
             if closing == "]":
                 return
