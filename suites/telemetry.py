@@ -55,6 +55,8 @@ REASON_NAMES: dict[int, str] = {
     0x200: "board_limit",
     0x400: "reliability",
 }
+# The newer name first: older drivers and nvidia-ml-py releases have only the second.
+REASON_GETTERS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 NOT_THROTTLING = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost"})
 
 
@@ -221,9 +223,8 @@ class NvmlReader:
         v2 = getattr(lib, "nvmlMemory_v2", None)
         self.memory_struct = "v2" if v2 and nvml.query(lib.nvmlDeviceGetMemoryInfo, handle, v2) else "v1"
         self._memory_args = (handle, v2) if self.memory_struct == "v2" else (handle,)
-        events = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        self._reasons = events if events and nvml.query(events, handle) is not None else \
-            lib.nvmlDeviceGetCurrentClocksThrottleReasons
+        getters = [getattr(lib, name, None) for name in REASON_GETTERS]
+        self._reasons = next((g for g in getters if g and nvml.query(g, handle) is not None), None)
         self.power_source = "instant" if self._instant_power_mw() is not None else "average"
         self._power_mw = self._instant_power_mw if self.power_source == "instant" else \
             functools.partial(nvml.query, lib.nvmlDeviceGetPowerUsage, handle)
@@ -250,13 +251,30 @@ class NvmlReader:
             sm_clock_mhz=query(lib.nvmlDeviceGetClockInfo, handle, lib.NVML_CLOCK_SM),
             mem_clock_mhz=query(lib.nvmlDeviceGetClockInfo, handle, lib.NVML_CLOCK_MEM),
             temp_c=query(lib.nvmlDeviceGetTemperature, handle, lib.NVML_TEMPERATURE_GPU),
-            reasons=query(self._reasons, handle),
+            reasons=query(self._reasons, handle) if self._reasons else None,
         )
 
     def energy(self) -> CounterReading | None:
         """The total-energy counter now; None where the GPU has none (before Volta)."""
         value = nvml.query(self.lib.nvmlDeviceGetTotalEnergyConsumption, self.handle)
         return None if value is None else CounterReading(time.perf_counter(), int(value))
+
+
+@contextlib.contextmanager
+def observe(reader: NvmlReader, interval_s: float) -> Iterator[dict]:
+    """Sample `reader` while the block runs; when it ends normally, the yielded dict gets `telemetry`: the summary
+    of the samples and the window's energy (the counter polled on after the block when it had not advanced)."""
+    fields_out: dict = {}
+    start_s, start = time.perf_counter(), reader.energy()
+    sampler = Sampler(reader, interval_s)
+    sampler.start()
+    try:
+        yield fields_out
+    finally:
+        end_s = time.perf_counter()
+        samples = sampler.stop()
+    readings = read_until_advanced(reader.energy, start) if start is not None else []
+    fields_out["telemetry"] = summarize(samples, window_energy(start, readings, samples, start_s, end_s))
 
 
 def allocator_peaks(device: torch.device) -> dict[str, int]:
@@ -295,26 +313,17 @@ class TelemetryExtension(Extension):
 
     @contextlib.contextmanager
     def around(self, case: Case, device: torch.device) -> Iterator[dict]:
-        fields_out: dict = {}
         reader, reason = self._reader
         if reader is None:
             if not self._warned and self.interval_ms != 0:
                 self._warned = True
                 warnings.warn(TelemetryUnavailable(f"telemetry absent: {reason}"), stacklevel=4)
-            yield fields_out
+            yield {}
             return
-        start_s, start = time.perf_counter(), reader.energy()
-        sampler = Sampler(reader, self.interval_ms / 1e3)
-        sampler.start()
-        try:
+        with observe(reader, self.interval_ms / 1e3) as fields_out:
             yield fields_out
-        finally:
-            torch.cuda.synchronize(device)
-            end_s = time.perf_counter()
-            samples = sampler.stop()
-        readings = read_until_advanced(reader.energy, start) if start is not None else []
-        energy = window_energy(start, readings, samples, start_s, end_s)
-        fields_out["telemetry"] = summarize(samples, energy) | allocator_peaks(device)
+            torch.cuda.synchronize(device)  # the window ends when the GPU is done (not after a failure)
+        fields_out["telemetry"] |= allocator_peaks(device)
 
 
 def machine_info(extensions: Sequence[Extension]) -> dict[str, Any]:

@@ -4,10 +4,13 @@
 import json
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
+import pynvml
 import pytest
 import torch
 
@@ -23,6 +26,7 @@ from suites.telemetry import (
     counter_energy,
     decode_reasons,
     machine_info,
+    observe,
     power_energy,
     read_until_advanced,
     summarize,
@@ -162,6 +166,79 @@ def test_zero_interval_turns_telemetry_off_without_a_warning():
         warnings.simplefilter("error")
         assert run_case(SMALL, CPU, RULE, extensions=[ext]).status == "ok"
     assert machine_info([ext]) == {"available": False, "reason": "disabled by --telemetry-interval-ms 0"}
+
+
+STEP_S = 0.1
+
+
+class StandInDriver:
+    """Where no GPU is, stands in for the NVML library under NvmlReader: pynvml's own constants, and answers shaped
+    like a busy H100's (newer driver) or like a driver without memory v2, clock-event reasons or instant power.
+    The energy counter steps by 5 J every 100 ms: NVML's counter also moves in steps (20-100 ms apart)."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU, NVML_FI_DEV_POWER_INSTANT = pynvml.NVML_TEMPERATURE_GPU, pynvml.NVML_FI_DEV_POWER_INSTANT
+    nvmlMemory_v2 = pynvml.nvmlMemory_v2
+
+    def __init__(self, newer: bool) -> None:
+        self.newer, self.t0 = newer, time.perf_counter()
+        if newer:
+            self.nvmlDeviceGetCurrentClocksEventReasons = lambda handle: 0x4
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        if version and not self.newer:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return SimpleNamespace(used=(70 if version else 71) * 2**30)
+
+    def nvmlDeviceGetFieldValues(self, handle, field_ids):
+        status = pynvml.NVML_SUCCESS if self.newer else pynvml.NVML_ERROR_NOT_SUPPORTED
+        return [SimpleNamespace(nvmlReturn=status, value=SimpleNamespace(uiVal=612_000))]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return 9_000_000 + 5_000 * int((time.perf_counter() - self.t0) / STEP_S)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        return 0x1
+
+    nvmlDeviceGetUtilizationRates = staticmethod(lambda handle: SimpleNamespace(gpu=97, memory=41))
+    nvmlDeviceGetPowerUsage = staticmethod(lambda handle: 598_000)
+    nvmlDeviceGetClockInfo = staticmethod(lambda handle, clock: {pynvml.NVML_CLOCK_SM: 1755}.get(clock, 2619))
+    nvmlDeviceGetTemperature = staticmethod(lambda handle, sensor: 61)
+
+
+def test_reader_uses_what_a_newer_driver_has():
+    reader = NvmlReader(StandInDriver(newer=True), handle=None)
+    assert (reader.memory_struct, reader.power_source) == ("v2", "instant")
+    sample = reader()
+    assert (sample.used_bytes, sample.power_w, sample.reasons) == (70 * 2**30, 612.0, 0x4)
+    assert (sample.sm_clock_mhz, sample.mem_clock_mhz, sample.temp_c, sample.gpu_util_pct) == (1755, 2619, 61, 97)
+
+
+def test_reader_falls_back_on_an_older_driver():
+    reader = NvmlReader(StandInDriver(newer=False), handle=None)
+    assert (reader.memory_struct, reader.power_source) == ("v1", "average")
+    sample = reader()
+    assert (sample.used_bytes, sample.power_w, sample.reasons) == (71 * 2**30, 598.0, 0x1)
+
+
+def test_a_window_shorter_than_a_counter_step_is_stretched_until_it_steps():
+    reader = NvmlReader(StandInDriver(newer=True), handle=None)
+    time.sleep(STEP_S + 0.001 - (time.perf_counter() - reader.lib.t0) % STEP_S)  # just after a counter step
+    with observe(reader, interval_s=0.001) as fields:
+        time.sleep(0.005)
+    telemetry = fields["telemetry"]
+    assert telemetry["energy_method"] == "energy_counter_stretched"
+    assert telemetry["energy_j"] == 5.0 and telemetry["energy_window_s"] > 0.005
+    assert telemetry["power_mean_w"] == 612.0 and telemetry["throttle_reasons"] == ["sw_power_cap"]
+    assert telemetry["samples"] >= 1
+
+
+def test_a_failing_block_stops_the_sampler_and_records_nothing():
+    reader = NvmlReader(StandInDriver(newer=True), handle=None)
+    with pytest.raises(RuntimeError, match="boom"), observe(reader, interval_s=0.001) as fields:
+        raise RuntimeError("boom")
+    assert fields == {}
+    assert not any(t.name == "nvml-sampler" for t in threading.enumerate())
 
 
 def _pytest(*args: str) -> subprocess.CompletedProcess:
