@@ -1,0 +1,30 @@
+"""Peak memory of one call on the CPU, from torch.profiler's memory events.
+
+On CUDA the runner reads the caching allocator's peak; the CPU allocator keeps no such counter, but the profiler
+with `profile_memory=True` records every allocation and free (`[memory]` events with signed byte counts) on the
+calling thread and on the intra-op worker threads. The peak of their running sum over one call is the memory the
+call needed above what existed before it (its inputs). It is taken in a call of its own, outside the timed window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import accumulate
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+
+def cpu_peak_bytes(fn: Callable[[], object]) -> int:
+    """Most bytes held at once by the allocations made during one call of `fn` (its result is dropped inside)."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted((e for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]" and e.device_type() == DeviceType.CPU), key=lambda e: e.start_ns())
+    return max(accumulate((e.nbytes() for e in events), initial=0))
+
+
+def cpu_memory_info(fn: Callable[[], object], device: torch.device) -> dict:
+    """`peak_mem_bytes` of one call on the CPU; nothing elsewhere (the runner reads CUDA's allocator itself)."""
+    return {"peak_mem_bytes": cpu_peak_bytes(fn)} if device.type == "cpu" else {}
