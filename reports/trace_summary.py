@@ -102,15 +102,19 @@ class TraceSummary:
 def summarize_trace(trace: Trace) -> TraceSummary:
     """Everything `python -m reports trace` prints for one file."""
     event_class = classify_events(trace.gpu, trace.names)
+    # Rows grouped by step (the unattributed, -1, first), so each step's rows are one slice: a trace with
+    # thousands of steps costs one sort, not one pass over all events per step.
     event_step = assign_steps(trace)
+    by_step = np.argsort(event_step, kind="stable")
+    bounds = np.searchsorted(event_step[by_step], np.arange(len(trace.steps) + 1))
     devices = []
     for device_index, label in enumerate(trace.devices):
-        rows = trace.gpu.device == device_index
-        steps = [
-            StepBreakdown(step.name, breakdown(trace.gpu, event_class, trace.names, rows & (event_step == number)))
-            for number, step in enumerate(trace.steps)
-        ]
-        overall = breakdown(trace.gpu, event_class, trace.names, rows)
+        steps = []
+        for number, step in enumerate(trace.steps):
+            rows = by_step[bounds[number] : bounds[number + 1]]
+            rows = rows[trace.gpu.device[rows] == device_index]
+            steps.append(StepBreakdown(step.name, breakdown(trace.gpu, event_class, trace.names, rows)))
+        overall = breakdown(trace.gpu, event_class, trace.names, trace.gpu.device == device_index)
         devices.append(DeviceSummary(label, trace.device_names.get(label), overall, steps))
     return TraceSummary(str(trace.path), devices, summarize_host(trace), [step.name for step in trace.steps])
 
@@ -137,7 +141,7 @@ def union_length(start: np.ndarray, end: np.ndarray) -> float:
 
 
 def breakdown(events: GpuEvents, event_class: np.ndarray, names: Sequence[str], rows: np.ndarray) -> Breakdown:
-    """The figures of the events selected by `rows` (a boolean mask over `events`)."""
+    """The figures of the events selected by `rows` (a boolean mask over `events`, or row indices)."""
     chosen, chosen_class = events.select(rows), event_class[rows]
     if len(chosen) == 0:
         return Breakdown(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, None, [], [])
