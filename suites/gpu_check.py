@@ -45,12 +45,16 @@ PYTEST_RUNS: list[PytestRun] = [PytestRun("matmul", ("bench/test_matmul.py",))]
 # Issue 5: profiler traces of one matmul in three precisions (read by suites.profiling_check).
 PYTEST_RUNS.append(PytestRun("trace", ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
                                        "bfloat16,tf32,float32", "--trace-dir", "{out}/traces")))
+# Issue 3: flash and naive attention, bfloat16, head dim 128, at 4k and 16k tokens (read by suites.attention_check).
+PYTEST_RUNS.append(PytestRun("attention", ("bench/test_attention.py", "-k",
+                                           "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)")))
 
 # "module:function" names; each function takes the --out directory (where the PYTEST_RUNS' JSON files are)
 # and returns rows for the table.
 CROSS_CHECKS: list[str] = ["suites.crosscheck:matmul_do_bench_check"]
 CROSS_CHECKS += ["suites.profiling_check:trace_tensor_cores", "suites.profiling_check:telemetry_of_run",
                  "suites.profiling_check:sampler_cost"]
+CROSS_CHECKS += ["suites.attention_check:flash_vs_naive", "suites.attention_check:flash_do_bench"]
 
 
 def load_check(name: str) -> Callable[[Path], list[Row]]:

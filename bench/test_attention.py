@@ -1,0 +1,11 @@
+"""Naive attention against SDPA with each backend forced, in time and memory: cases from suites/attention.py."""
+
+from suites import attention, plugin
+
+
+def pytest_generate_tests(metafunc):
+    plugin.parametrize(metafunc, attention.cases)
+
+
+def test_attention(case, run_case):
+    run_case(case)

@@ -1,0 +1,156 @@
+"""The attention suite: FLOP model, float64 reference, forced backends, correctness and the memory sweep on the CPU."""
+
+import itertools
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from suites import attention, attention_check
+from suites.attention import Point, Shape
+from suites.cases import Unsupported
+from suites.runner import run_case
+from suites.session import SMOKE
+
+CPU, META = torch.device("cpu"), torch.device("meta")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_case_ids_are_unique_and_every_impl_is_swept(profile):
+    cases = attention.cases(profile)
+    assert len({c.id for c in cases}) == len(cases)
+    assert {c.params["impl"] for c in cases} == set(attention.IMPLS)
+    assert {(c.params["impl"], c.params["dtype"]) for c in cases} == {
+        (impl, dtype) for impl, dtypes in attention.IMPL_DTYPES.items() for dtype in dtypes}
+
+
+def test_full_profile_sweeps_sequence_at_constant_tokens_and_at_fixed_batch():
+    cases = attention.cases("full")
+    for case in cases:
+        p = case.params
+        assert int(p["heads"]) * int(p["head_dim"]) in (2048, 128 * 16)
+    tokens = {int(c.params["batch"]) * int(c.params["seq"]) for c in cases}
+    assert tokens == {16384} | {seq for seq in attention.SEQS}  # constant tokens, and batch 1
+    fixed = {int(c.params["seq"]) for c in cases if c.params["batch"] == "1" and c.params["impl"] == "naive"
+             and c.params["head_dim"] == "128" and c.params["dtype"] == "bfloat16" and c.params["pass"] == "fwd"}
+    assert fixed == set(attention.SEQS)
+
+
+def test_flop_model():
+    shape = Shape(2, 4, 1024, 64)
+    full = 4 * 2 * 1024**2 * 4 * 64
+    assert attention.forward_flops(shape, causal=False) == full
+    assert attention.forward_flops(shape, causal=True) == full / 2
+    assert attention.pass_flops(shape, True, "fwd_bwd") == 3.5 * full / 2
+
+
+def test_forward_flops_equal_the_counted_matmuls_of_naive_attention():
+    """FlopCounterMode counts the two batched matmuls of the unmasked forward: 4 x b x s^2 x h x d."""
+    case = attention.make_case("naive", "float32", Point(Shape(2, 3, 96, 40), False, "fwd"))
+    with FlopCounterMode(display=False) as counter:
+        case.build(META).fn()
+    assert counter.get_total_flops() == case.flops
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_blocked_reference_equals_the_whole_matrix_one(causal):
+    gen = torch.Generator().manual_seed(1)
+    q, k, v, grad_out = (torch.randn(2, 3, 50, 16, generator=gen) for _ in range(4))
+    whole = attention.reference(q, k, v, causal, grad_out, max_elements=2**30)
+    blocked = attention.reference(q, k, v, causal, grad_out, max_elements=2 * 3 * 50 * 7)  # 7 rows, 8 blocks
+    for a, b in zip(whole, blocked, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert all(t.dtype == torch.float64 for t in whole) and len(whole) == 4
+
+
+def test_naive_causal_equals_torch_causal_attention():
+    q, k, v = (torch.randn(1, 2, 33, 8, dtype=torch.float64) for _ in range(3))
+    mask = attention.causal_mask(0, 33, 33, CPU)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(attention.naive_attention(q, k, v, mask), expected)
+
+
+GRID = attention.every_path(Point(Shape(1, 2, 64, 32), True, "fwd_bwd"))
+
+
+@pytest.mark.parametrize("case", GRID, ids=[c.id.split("/", 2)[1] + "-" + c.params["dtype"] for c in GRID])
+def test_every_implementation_on_cpu_is_within_tolerance_or_skipped_with_torchs_reason(case):
+    result = run_case(case, CPU, SMOKE)
+    if case.params["impl"] in ("efficient", "cudnn"):  # CUDA-only backends
+        assert result.status == "unsupported"
+        assert result.reason.startswith(f"sdpa_kernel({case.params['impl']}): ") and "backend" in result.reason
+        return
+    assert result.status == "ok", result.reason
+    assert 0 < result.extra_info["error_rel"] <= case.tolerance
+
+
+def test_probe_reports_torchs_warnings_and_error_as_the_reason():
+    def run():
+        warnings.warn("Flash attention kernel not used because: (Triggered internally at sdp_utils.cpp:1.)",
+                      stacklevel=1)
+        warnings.warn("Flash attention requires sm80 or newer (Triggered internally at sdp_utils.cpp:2.)",
+                      stacklevel=1)
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    with pytest.raises(Unsupported) as raised:
+        attention.probe("flash", run)
+    assert str(raised.value) == ("sdpa_kernel(flash): Flash attention kernel not used because:; Flash attention "
+                                 "requires sm80 or newer; No available kernel. Aborting execution.")
+
+
+def test_probe_lets_other_errors_through():
+    def run():
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        attention.probe("flash", run)
+
+
+def test_quick_memory_sweep_naive_grows_4x_and_flash_2x_per_doubling():
+    """Measured peaks (torch.profiler memory events) of the quick profile's fixed-batch sweep on the CPU."""
+    sweep = [c for c in attention.cases("quick") if c.params["shape"].startswith("4x8x")]
+    peaks: dict[str, list[int]] = {}
+    for impl in ("naive", "flash", "math"):
+        for case in sorted((c for c in sweep if c.params["impl"] == impl), key=lambda c: int(c.params["seq"])):
+            peaks.setdefault(impl, []).append(case.build(CPU).extra_info["peak_mem_bytes"])
+    ratios = {impl: [b / a for a, b in itertools.pairwise(p)] for impl, p in peaks.items()}
+    for impl, values in ratios.items():
+        print(f"{impl}: peak bytes {peaks[impl]}, ratio per doubling of seq {[f'{r:.2f}' for r in values]}")
+    assert len(ratios["naive"]) == 2
+    assert all(r > 3 for r in ratios["naive"])
+    assert all(r < 2.6 for r in ratios["flash"])
+
+
+@pytest.mark.slow
+def test_gpu_check_selection_picks_the_bf16_hd128_flash_and_naive_cases():
+    from suites.gpu_check import PYTEST_RUNS
+
+    run = next(r for r in PYTEST_RUNS if r.name == "attention")
+    proc = subprocess.run([sys.executable, "-m", "pytest", *run.args, "--collect-only", "-q", "--device", "cpu",
+                           "--bench-profile", "full", "-p", "no:cacheprovider"], capture_output=True, text=True,
+                          cwd=ROOT)
+    ids = [line for line in proc.stdout.splitlines() if "::test_attention[" in line]
+    assert len(ids) == 16, proc.stdout[-2000:]
+    assert all("bfloat16" in i and ("4x16x4096x128" in i or "1x16x16384x128" in i) for i in ids)
+    assert {i.split("[")[1].split("/")[0] for i in ids} == {"flash", "naive"}
+
+
+def _entry(status, median_s=None, peak=None, **info):
+    entry = {"extra_info": {"status": status, "peak_mem_bytes": peak, "tflops": 1.0, **info}}
+    if median_s is not None:
+        entry["stats"] = {"median": median_s}
+    return entry
+
+
+def test_gpu_check_comparison_of_flash_and_naive():
+    value, ok = attention_check.compare(_entry("ok", 0.001, 2**20), _entry("ok", 0.004, 2**24))
+    assert ok and value.startswith("speed-up 4.00x, memory 16.0x less")
+    value, ok = attention_check.compare(_entry("ok", 0.001, 2**20), _entry("oom", requested_bytes=8 * 2**30))
+    assert ok and "naive out of memory (asked for 8.0 GiB more)" in value
+    assert attention_check.compare(_entry("ok", 0.004, 2**20), _entry("ok", 0.001, 2**24))[1] is False
+    assert attention_check.compare(None, _entry("ok", 0.001, 2**24)) == ("case missing from attention.json", False)
