@@ -1,25 +1,37 @@
 """`python -m reports COMMAND ...`: one subcommand per module.
 
 Each command module exposes `register(subparsers)`, which adds its parser and sets `func` (args -> exit code).
+Only the module of the command asked for is imported (all of them for --help): `trace` needs neither pandas
+nor matplotlib, and importing them would cost it more time than summarizing a 100k-event trace.
 Bad input raises `reports.errors.InputError`; it becomes one line on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from reports import plots, table, trace
 from reports.errors import InputError
 
-COMMANDS = [table, plots, trace]
+COMMANDS = {
+    "table": "reports.table",
+    "plot": "reports.plots",
+    "trace": "reports.trace",
+    "compare": "reports.compare",
+    "history": "reports.history",
+    "hardware": "reports.hardware",
+    "html": "reports.html",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in COMMANDS:
-        module.register(subparsers)
+    argv = sys.argv[1:] if argv is None else argv
+    wanted = [argv[0]] if argv and argv[0] in COMMANDS else list(COMMANDS)
+    for name in wanted:
+        importlib.import_module(COMMANDS[name]).register(subparsers)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,152 @@
+"""`python -m reports history DIR`: each case's median over the stored runs, the steps in it, and trend plots.
+
+Runs are ordered by their `datetime`; a case's series is kept per device (a history mixing GPUs is two
+histories). Steps come from `reports.stats.steps` (a penalized piecewise-constant fit, as asv does) and are
+named by the run where the new level starts: its date, commit and file, which is what a person bisecting needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from tabulate import tabulate
+
+from reports.errors import InputError
+from reports.load import load
+from reports.stats import Step, fitted, steps
+from reports.table import format_time
+
+
+@dataclass
+class Trend:
+    """One case's history on one device: the runs in order, their medians, and the steps found."""
+
+    case: str
+    group: str | None
+    device: str
+    runs: pd.DataFrame  # datetime, commit, file, median_s, q1_s, q3_s; oldest first
+    steps: list[Step]
+
+    def run_label(self, index: int) -> str:
+        run = self.runs.iloc[index]
+        when = run["datetime"].strftime("%Y-%m-%d %H:%M") if pd.notna(run["datetime"]) else "no date"
+        commit = str(run["commit"])[:8] if isinstance(run["commit"], str) else "no commit"
+        return f"{when} {commit} ({Path(run['file']).name})"
+
+    def describe_steps(self) -> str:
+        return "; ".join(f"{(s.ratio - 1) * 100:+.1f} % at {self.run_label(s.at)}" for s in self.steps)
+
+
+def trends(frame: pd.DataFrame, min_effect_pct: float = 5.0) -> list[Trend]:
+    """A Trend per (device, case) with at least one timing; cases with steps first, then by group and case."""
+    measured = frame[frame["median_s"].notna()] if "median_s" in frame else frame.iloc[:0]
+    if measured.empty:
+        raise InputError("history: the results hold no timed case")
+    columns = [c for c in ("datetime", "commit", "file", "median_s", "q1_s", "q3_s") if c in measured]
+    out = []
+    for (device, case), part in measured.groupby(["device", "case"], sort=True):
+        series = part.sort_values(["datetime", "file"], kind="stable")[columns].reset_index(drop=True)
+        out.append(Trend(case, part["group"].iloc[0], device, series,
+                         steps(series["median_s"].to_numpy(), min_effect_pct / 100)))
+    return sorted(out, key=lambda t: (not t.steps, str(t.group), t.case, t.device))
+
+
+def table_rows(found: list[Trend]) -> list[dict]:
+    return [{"case": t.case, "device": t.device, "runs": len(t.runs),
+             "first": format_time(t.runs["median_s"].iloc[0]), "last": format_time(t.runs["median_s"].iloc[-1]),
+             "steps": t.describe_steps() or "none"} for t in found]
+
+
+def slug(text: str) -> str:
+    """A file-name-safe version of a case id or device name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120]
+
+
+def plot_step(trend: Trend, outdir: Path) -> Path:
+    """One case: the run medians with their IQR, the fitted levels, and each step marked with its run."""
+    runs = trend.runs
+    x = np.arange(len(runs))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    if "q1_s" in runs and runs["q1_s"].notna().all():
+        ax.fill_between(x, runs["q1_s"], runs["q3_s"], alpha=0.2, label="IQR of the run's samples")
+    ax.plot(x, runs["median_s"], "o-", ms=3, label="median per run")
+    ax.step(x, fitted(runs["median_s"], trend.steps), where="post", color="k", lw=1, label="fitted levels")
+    for s in trend.steps:
+        ax.axvline(s.at - 0.5, color="r", ls="--", lw=1)
+        ax.annotate(f"{(s.ratio - 1) * 100:+.0f} %\n{trend.run_label(s.at)}", (s.at - 0.5, ax.get_ylim()[1]),
+                    fontsize=7, va="top", ha="right", color="r")
+    ax.set(xlabel="run (oldest first)", ylabel="median time (s)", title=f"{trend.case} on {trend.device}")
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    path = outdir / f"history_step_{slug(trend.device)}_{slug(trend.case)}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_group(group: str, device: str, found: list[Trend], outdir: Path) -> Path:
+    """Every case of a group on a device, each relative to its first run, so drifts and steps stand out."""
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for t in found:
+        times = t.runs["datetime"] if t.runs["datetime"].notna().all() else np.arange(len(t.runs))
+        ax.plot(times, t.runs["median_s"] / t.runs["median_s"].iloc[0], "-", lw=1,
+                alpha=1.0 if t.steps else 0.35, label=t.case if t.steps else None)
+    ax.axhline(1, color="k", lw=0.5)
+    ax.set(ylabel="median / first run's median", title=f"{group} on {device}: trend per case (cases with a step "
+           "in colour)")
+    if any(t.steps for t in found):
+        ax.legend(fontsize=6, loc="best")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    path = outdir / f"history_{slug(group)}_{slug(device)}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plots(found: list[Trend], outdir: Path) -> list[Path]:
+    """A trend plot per group and device, and one plot per case with a step."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = [plot_step(t, outdir) for t in found if t.steps]
+    keyed: dict[tuple[str, str], list[Trend]] = {}
+    for t in found:
+        keyed.setdefault((str(t.group), t.device), []).append(t)
+    return written + [plot_group(g, d, ts, outdir) for (g, d), ts in sorted(keyed.items())]
+
+
+def run(args: argparse.Namespace) -> int:
+    frame = load(args.results)
+    if args.group:
+        frame = frame[frame["group"] == args.group]
+    found = trends(frame, args.min_effect)
+    stepped = sum(bool(t.steps) for t in found)
+    runs = frame["file"].nunique()
+    print(f"{len(found)} case histories over {runs} runs; {stepped} with a step of at least {args.min_effect:g} %\n")
+    shown = found if args.all else [t for t in found if t.steps]
+    if shown:
+        print(tabulate(table_rows(shown), headers="keys", tablefmt="github" if args.markdown else "simple"))
+    if args.out:
+        for path in plots(found, Path(args.out)):
+            print(path)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("history", help="trend per case over stored runs, with step detection")
+    parser.add_argument("results", nargs="+", help="directory of stored runs (e.g. .benchmarks/) or JSON files")
+    parser.add_argument("--min-effect", type=float, default=5.0, help="smallest step to report, percent (default 5)")
+    parser.add_argument("--group", help="only this suite (benchmark group)")
+    parser.add_argument("--all", action="store_true", help="list every case, not only those with a step")
+    parser.add_argument("--markdown", action="store_true", help="GitHub markdown table")
+    parser.add_argument("-o", "--out", help="write trend plots (PNG) into this directory")
+    parser.set_defaults(func=run)

@@ -1,0 +1,122 @@
+"""`python -m reports html RESULTS... -o DIR`: one self-contained page, DIR/index.html, for a CI artifact.
+
+The page holds the runs it was built from, what each lever of the recipe is worth on each device (levers.py),
+the result tables per suite and device, the devices side by side when there are several (hardware.py), and every
+suite's PNG plot (reports.plots.write_all) embedded as a base64 data URI, so the one file can be mailed or
+opened from a downloaded artifact without its folder. Every name and param is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from reports import hardware, levers, plots
+from reports.load import load, runs
+from reports.table import group_table, not_measured
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1300px; }
+h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
+th { background: #f2f2f2; } td.num { text-align: right; }
+.muted { color: #777; } img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
+"""
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def frame_html(frame: pd.DataFrame) -> str:
+    """A DataFrame as an HTML table; to_html escapes every cell and header."""
+    return frame.to_html(index=False, escape=True, na_rep="", border=0, float_format=lambda x: f"{x:.4g}")
+
+
+def image_html(path: Path) -> str:
+    """A PNG embedded as a data URI, captioned with its file name."""
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{esc(path.name)}" src="data:image/png;base64,{data}">'
+            f'<figcaption class="muted">{esc(path.name)}</figcaption></figure>')
+
+
+def runs_section(frame: pd.DataFrame) -> str:
+    listed = runs(frame).assign(file=lambda r: r["file"].map(lambda f: Path(f).name))
+    listed["commit"] = listed["commit"].map(lambda c: str(c)[:10] if isinstance(c, str) else "")
+    return "<h2>Runs</h2>" + frame_html(listed[["file", "datetime", "commit", "machine", "device"]])
+
+
+def levers_section(frame: pd.DataFrame) -> str:
+    parts = ["<h2>Levers: what each one is worth here</h2>",
+             "<p class='muted'>Cases that differ only in the lever are paired; the effect is the geometric mean "
+             "of the ratio over the pairs, with its range. Speed-up above 1 means the lever makes it faster; a "
+             "memory or TFLOP/s ratio reads variant / baseline.</p>"]
+    for device, rows in frame.groupby("device", sort=True):
+        parts.append(f"<h3>{esc(device)}</h3>" + frame_html(levers.table(rows)))
+    return "".join(parts)
+
+
+def results_section(frame: pd.DataFrame) -> str:
+    parts = ["<h2>Results</h2>"]
+    for (group, device), part in frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True):
+        parts.append(f"<h3>{esc(group)} on {esc(device)}</h3>")
+        measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[:0]
+        if not measured.empty:
+            parts.append(frame_html(group_table(measured)))
+        skipped = not_measured(part)
+        if skipped:
+            items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in skipped.splitlines())
+            parts.append(f"<p>Not measured:</p><ul>{items}</ul>")
+    return "".join(parts)
+
+
+def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) -> str:
+    """The devices side by side, only when the results hold more than one."""
+    rows, base = hardware.side_by_side(frame, baseline)
+    if rows["system"].nunique() < 2:
+        return ""
+    parts = [f"<h2>Devices side by side</h2><p>Speed-up against {esc(base)} (baseline time / time).</p>"]
+    for group, part in rows.groupby(rows["group"].fillna("(no group)"), sort=True):
+        parts.append(f"<h3>{esc(group)}</h3>" + frame_html(hardware.table(part)))
+    parts += [image_html(p) for p in hardware.plots(rows, base, outdir)]
+    return "".join(parts)
+
+
+def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
+    """The whole report as one HTML string; its plots are written under outdir and embedded."""
+    images = plots.write_all(frame, outdir / "plots")
+    plot_html = "".join(image_html(p) for p in images) or "<p class='muted'>No plot for these suites.</p>"
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
+            f"{frame['file'].nunique()} run(s). Times are medians of device time per call.</p>"
+            + runs_section(frame) + levers_section(frame)
+            + hardware_section(frame, baseline, outdir / "plots") + results_section(frame)
+            + "<h2>Plots</h2>" + plot_html)
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Benchmark report</title>"
+            f"<style>{STYLE}</style></head><body>{body}</body></html>")
+
+
+def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> Path:
+    outdir.mkdir(parents=True, exist_ok=True)
+    path = outdir / "index.html"
+    path.write_text(page(frame, outdir, baseline), encoding="utf-8")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    print(write(load(args.results), Path(args.out), args.baseline))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("html", help="one self-contained HTML report page")
+    parser.add_argument("results", nargs="+", help="pytest-benchmark JSON files or directories of them")
+    parser.add_argument("-o", "--out", default="report", help="output directory (default: report)")
+    parser.add_argument("--baseline", help="device the side-by-side speed-ups are measured against")
+    parser.set_defaults(func=run)

@@ -1,0 +1,162 @@
+"""What each lever of the mixed-precision recipe is worth on the machine that produced the results.
+
+A lever's effect is measured, never assumed: cases that differ only in the lever's axis (e.g. `dtype` float32
+vs bfloat16, everything else equal) are paired, and the ratio of their figures is summarized as a geometric
+mean with its range over the pairs. A lever without such pairs in the results is reported as not measured.
+The specs name the stable params of ../shared/design.md and of each suite (matmul, conv, attention, train_step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+OFF = {"off", "none", "no", "false", "0", "eager", "disabled"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One comparison: in `group`, cases with `axis` = variant against the same cases with `axis` = baseline.
+
+    `figure` is the column compared; `kind` says how the ratio reads: `speedup` (baseline time / variant
+    time), `throughput` (variant / baseline TFLOP/s) or `memory` (variant / baseline bytes). `ignore` lists
+    axes that change together with this one (an odd shape has another `shape` string than its aligned twin).
+    A baseline or variant of None means the axis's off-like value (off, none, false) or its other value.
+    """
+
+    lever: str
+    group: str
+    axis: str
+    baseline: str | None
+    variant: str | None
+    figure: str = "median_s"
+    kind: str = "speedup"
+    ignore: tuple[str, ...] = ()
+
+
+@dataclass
+class Effect:
+    """The measured effect of one Spec on one device, or why there is none."""
+
+    lever: str
+    comparison: str
+    ratio: float | None  # geometric mean over pairs, in the Spec's `kind` reading
+    low: float | None
+    high: float | None
+    pairs: int
+
+    @property
+    def text(self) -> str:
+        if not self.pairs:
+            return "not measured"
+        spread = f" (range {self.low:.2f}-{self.high:.2f}x over {self.pairs} pairs)" if self.pairs > 1 else \
+            " (1 pair)"
+        return f"{self.ratio:.2f}x{spread}"
+
+
+DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn")
+SPECS: tuple[Spec, ...] = (
+    *(Spec("dtype speed-up", "matmul", "dtype", "float32", d) for d in DTYPES),
+    *(Spec("dtype speed-up", "conv", "dtype", "float32", d) for d in DTYPES[:3]),
+    *(Spec("dtype speed-up", "train_step", "precision", "fp32", p) for p in ("tf32", "amp_fp16", "amp_bf16")),
+    Spec("alignment penalty", "matmul", "align", "64", "odd", "tflops", "throughput", ("shape",)),
+    Spec("alignment penalty", "matmul", "align", "8", "odd", "tflops", "throughput", ("shape",)),
+    Spec("alignment penalty", "conv", "align", "64", "odd", "tflops", "throughput", ("shape", "layer")),
+    Spec("torch.compile", "train_step", "compile", None, None),
+    Spec("flash vs naive attention", "attention", "impl", "naive", "flash"),
+    Spec("flash vs naive attention", "attention", "impl", "naive", "flash", "peak_mem_bytes", "memory"),
+    Spec("channels-last", "conv", "memory_format", "contiguous", "channels_last"),
+    Spec("channels-last", "train_step", "memory_format", "contiguous", "channels_last"),
+    Spec("activation checkpointing", "train_step", "checkpoint", None, None, "peak_mem_bytes", "memory"),
+    Spec("activation checkpointing", "train_step", "checkpoint", None, None),
+    Spec("fused optimizer", "train_step", "optimizer", "foreach", "fused"),
+)
+READING = {"speedup": "speed-up (baseline time / time)", "throughput": "TFLOP/s ratio (variant / baseline)",
+           "memory": "peak memory ratio (variant / baseline)"}
+
+
+def _param_names(rows: pd.DataFrame) -> list[str]:
+    names: dict[str, None] = {}
+    for text in rows.get("param_names", pd.Series(dtype=str)).dropna().unique():
+        names.update(dict.fromkeys(n for n in str(text).split(",") if n))
+    return [n for n in names if n in rows]
+
+
+def _resolve(values: list, baseline: str | None, variant: str | None) -> tuple | None:
+    """The (baseline, variant) values of the axis, with None meaning off-like / the other one; None if absent."""
+    text = {str(v): v for v in values}
+    if baseline is None:
+        offs = [v for k, v in text.items() if k.lower() in OFF]
+        if len(offs) != 1:
+            return None
+        baseline = str(offs[0])
+    if variant is None:
+        others = [k for k in text if k != baseline]
+        if len(others) != 1:
+            return None
+        variant = others[0]
+    if baseline not in text or variant not in text:
+        return None
+    return text[baseline], text[variant]
+
+
+def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
+    """Baseline and variant figures of the cases that differ only in the spec's axis (one row per pair)."""
+    rows = rows[(rows["group"] == spec.group) & (rows.get("status") == "ok")]
+    if spec.axis not in rows or spec.figure not in rows or rows.empty:
+        return pd.DataFrame(columns=["baseline", "variant"])
+    rows = rows[rows[spec.figure].notna() & rows[spec.axis].notna()]
+    chosen = _resolve(list(rows[spec.axis].unique()), spec.baseline, spec.variant)
+    if chosen is None:
+        return pd.DataFrame(columns=["baseline", "variant"])
+    keys = [n for n in _param_names(rows) if n != spec.axis and n not in spec.ignore]
+    if not keys:
+        keys = ["group"]
+    key_frame = rows[keys].astype(str)
+    sides = {}
+    for side, value in zip(("baseline", "variant"), chosen, strict=True):
+        mask = rows[spec.axis] == value
+        sides[side] = rows.loc[mask, spec.figure].astype(float).groupby([key_frame.loc[mask, k] for k in keys]).median()
+    return pd.concat(sides, axis=1, join="inner")
+
+
+def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
+    """The geometric-mean effect of one spec over its pairs (a time ratio is turned into a speed-up)."""
+    found = pairs(rows, spec)
+    comparison = f"{spec.group}: {spec.axis} {spec.baseline or 'off'} -> {spec.variant or 'on'}, " \
+                 f"{READING[spec.kind]}"
+    found = found[(found["baseline"] > 0) & (found["variant"] > 0)]
+    if found.empty:
+        return Effect(spec.lever, comparison, None, None, None, 0)
+    ratios = found["baseline"] / found["variant"] if spec.kind == "speedup" else found["variant"] / found["baseline"]
+    logs = np.log(ratios.to_numpy(float))
+    return Effect(spec.lever, comparison, float(np.exp(logs.mean())), float(ratios.min()), float(ratios.max()),
+                  len(ratios))
+
+
+def bytes_per_param(rows: pd.DataFrame) -> Effect:
+    """The measured optimizer-state budget (`extra_info.bytes_per_param`), median over the cases that report it."""
+    values = rows["bytes_per_param"].dropna().astype(float) if "bytes_per_param" in rows else pd.Series(dtype=float)
+    comparison = "AdamW mixed precision, bytes per parameter (rule of thumb: 16-18)"
+    if values.empty:
+        return Effect("bytes/param", comparison, None, None, None, 0)
+    return Effect("bytes/param", comparison, float(values.median()), float(values.min()), float(values.max()),
+                  len(values))
+
+
+def effects(rows: pd.DataFrame) -> list[Effect]:
+    """Every lever of the recipe for the rows of one device, measured or marked not measured."""
+    measured = [effect(rows, spec) for spec in SPECS]
+    return [*measured, bytes_per_param(rows)]
+
+
+def table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Levers as a table: the measured ones with their effect, then one line per lever not measured at all."""
+    found = effects(rows)
+    shown = [e for e in found if e.pairs]
+    missing = sorted({e.lever for e in found} - {e.lever for e in shown})
+    out = [{"lever": e.lever, "comparison": e.comparison, "effect on this machine": e.text} for e in shown]
+    out += [{"lever": lever, "comparison": "", "effect on this machine": "not measured"} for lever in missing]
+    return pd.DataFrame(out, columns=["lever", "comparison", "effect on this machine"])

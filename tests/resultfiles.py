@@ -1,0 +1,70 @@
+"""Result files for the reports tests, derived from real runs: scaled timings, new dates, replicated entries.
+
+Every helper starts from a real pytest-benchmark JSON of this suite (tests/data/run_cpu_quick*.json) and changes
+only what a test needs changed, so the rest of the format stays real.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+RUN_A = DATA / "run_cpu_quick.json"  # real quick CPU run of bench/test_matmul.py
+RUN_B = DATA / "run_cpu_quick_b.json"  # a second real run of the same suite on the same machine, right after
+TIME_STATS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def write(data: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def measured(data: dict) -> list[dict]:
+    """The entries with timings (pytest-benchmark's `benchmarks`)."""
+    return data["benchmarks"]
+
+
+def scale_entry(entry: dict, factor: float) -> None:
+    """Every time of one entry (samples and the statistics derived from them) times factor, in place."""
+    stats = entry["stats"]
+    for key in TIME_STATS:
+        if key in stats:
+            stats[key] *= factor
+    stats["data"] = [x * factor for x in stats["data"]]
+    stats["ops"] /= factor
+    for key in ("tflops", "gbps", "pct_peak"):
+        if key in entry.get("extra_info", {}):
+            entry["extra_info"][key] /= factor
+
+
+def scaled(data: dict, case: str, factor: float) -> dict:
+    """A copy of a run in which one case's timings are multiplied by factor."""
+    out = copy.deepcopy(data)
+    entry = next(e for e in measured(out) if e["extra_info"]["case"] == case)
+    scale_entry(entry, factor)
+    return out
+
+
+def dated(data: dict, when: str, commit: str) -> dict:
+    """A copy of a run stamped with another datetime and commit (what a later nightly run would carry)."""
+    out = copy.deepcopy(data)
+    out["datetime"] = when
+    out["commit_info"]["id"] = commit
+    return out
+
+
+def converged_case(data: dict) -> str:
+    """The converged case with the most samples: one whose timing the run knows well enough for a verdict.
+
+    (A 5-sample case whose slowest sample is itself 1.5x the others cannot tell a 1.5x slowdown from that outlier;
+    compare rightly calls it unsure, tested in test_compare.py.)
+    """
+    steady = [e for e in measured(data) if e["extra_info"].get("converged")]
+    return max(steady, key=lambda e: len(e["stats"]["data"]))["extra_info"]["case"]

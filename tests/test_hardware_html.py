@@ -1,0 +1,109 @@
+"""reports.hardware, reports.levers and reports.html on real runs of two CPU configurations.
+
+The two systems are the same CPU run with 2 threads and with OMP_NUM_THREADS=1: both real, their machine_info
+untouched; the device label carries the thread count torch recorded. No GPU run exists here, so the GPU naming
+and %-of-peak paths are tested on machine_info dicts and on a copy marked as a fixture, never as a measurement.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+from reports import hardware, levers
+from reports.__main__ import main
+from reports.errors import InputError
+from reports.load import device_name, load
+from tests.resultfiles import DATA, RUN_A, read, write
+
+RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_side_by_side_has_every_common_case_on_both_systems():
+    rows, baseline = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
+    assert baseline == load([RUN_A])["device"].iloc[0]  # the first file's system by default
+    assert rows["system"].nunique() == 2
+    both = rows.groupby("case")["system"].nunique()
+    assert (both == 2).sum() >= 10
+    base = rows[rows["system"] == baseline]
+    assert (base["speedup"] == 1.0).all()
+    other = rows[rows["system"] != baseline].set_index("case")
+    base = base.set_index("case")
+    common = other.index.intersection(base.index)
+    assert (other.loc[common, "speedup"] == base.loc[common, "median_s"] / other.loc[common, "median_s"]).all()
+    assert rows["tflops"].notna().all()
+
+
+def test_baseline_by_substring_and_unknown_baseline():
+    frame = load([RUN_A, RUN_1THREAD])
+    _, baseline = hardware.side_by_side(frame, "1 thread")
+    assert baseline.endswith("(1 thread)")
+    with pytest.raises(InputError, match="--baseline 'H100'"):
+        hardware.side_by_side(frame, "H100")
+
+
+def test_one_device_on_two_machines_gets_the_machine_in_its_label(tmp_path):
+    copy = read(RUN_A)
+    copy["machine_info"]["node"] = "fixture-copy-on-another-node"  # a labelling test, not a measurement
+    frame = load([RUN_A, write(copy, tmp_path / "copy.json")])
+    labels = set(hardware.systems(frame))
+    assert len(labels) == 2 and all(" @ " in label for label in labels)
+
+
+def test_gpu_device_name_comes_from_machine_info_gpu():
+    assert device_name({"gpu": {"name": "NVIDIA H200"}, "cpu_info": {"model": "x", "torch_threads": 8}}) == \
+        "NVIDIA H200"
+    assert device_name({"cpu": {"brand": "Old CPU"}}) == "Old CPU"  # pytest-benchmark 3.x
+    assert device_name({"node": "box"}) == "box"
+
+
+def test_hardware_command_tables_and_bar_plots(tmp_path, capsys):
+    assert main(["hardware", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path), "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "## matmul" in out and "| system" in out and "speedup" in out
+    png = tmp_path / "hardware_matmul.png"
+    assert png.read_bytes()[:8] == PNG
+
+
+def test_levers_measured_from_the_matmul_run_and_not_measured_otherwise():
+    frame = load([RUN_A])
+    found = {(e.lever, e.comparison): e for e in levers.effects(frame)}
+    bf16 = next(e for (lever, comp), e in found.items() if lever == "dtype speed-up" and "-> bfloat16" in comp
+                and comp.startswith("matmul"))
+    pairs = levers.pairs(frame, levers.Spec("x", "matmul", "dtype", "float32", "bfloat16"))
+    assert bf16.pairs == len(pairs) >= 5
+    expected = (pairs["baseline"] / pairs["variant"]).prod() ** (1 / len(pairs))
+    assert bf16.ratio == pytest.approx(expected)
+    align = next(e for (lever, comp), e in found.items() if lever == "alignment penalty" and "64 -> odd" in comp
+                 and comp.startswith("matmul"))
+    assert align.pairs == 3  # the square odd cube against the 64-aligned one, per dtype measured on CPU
+    table = levers.table(frame)
+    for lever in ("flash vs naive attention", "channels-last", "torch.compile", "activation checkpointing",
+                  "bytes/param"):
+        assert table.loc[table["lever"] == lever, "effect on this machine"].tolist() == ["not measured"]
+
+
+def test_html_page_is_self_contained_escaped_and_complete(tmp_path, capsys):
+    hostile = read(RUN_A)
+    hostile["benchmarks"][0]["params"]["layer"] = "<script>alert(1)</script>"
+    hostile["benchmarks"][0]["extra_info"]["case"] = "matmul/<b>bold</b>&co"
+    path = write(hostile, tmp_path / "hostile.json")
+    out = tmp_path / "report"
+    assert main(["html", str(path), str(RUN_1THREAD), "-o", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<b>bold</b>" not in page
+    for heading in ("Runs", "Levers", "Devices side by side", "Results", "Plots"):
+        assert f"<h2>{heading}" in page
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert images and all(base64.b64decode(data)[:8] == PNG for data in images)
+    assert "src=\"plots/" not in page and "not measured" in page
+
+
+def test_html_of_a_single_run_has_no_side_by_side(tmp_path):
+    assert main(["html", str(RUN_A), "-o", str(tmp_path)]) == 0
+    assert "Devices side by side" not in (tmp_path / "index.html").read_text()
+

@@ -1,0 +1,93 @@
+"""reports.history and reports.stats: steps in nightly history built from two real runs, and on known series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reports.__main__ import main
+from reports.history import trends
+from reports.load import load
+from reports.stats import fitted, noise, partition, steps
+from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, write
+
+STEP_AT = 8
+RUNS = 14
+
+
+@pytest.fixture
+def history_dir(tmp_path):
+    """14 nightly runs, alternating the two real runs (real run-to-run noise); one case 30 % slower from run 8.
+
+    File names do not sort in time order, so the history must order by each file's datetime.
+    """
+    a, b = read(RUN_A), read(RUN_B)
+    case = converged_case(a)
+    for i in range(RUNS):
+        data = a if i % 2 == 0 else b
+        if i >= STEP_AT:
+            data = scaled(data, case, 1.3)
+        commit = f"{i:08x}".ljust(40, "0")
+        write(dated(data, f"2026-11-{i + 1:02d}T03:00:00+00:00", commit), tmp_path / f"run_{RUNS - i:02d}.json")
+    return tmp_path, case
+
+
+def test_step_is_found_at_the_run_where_it_happened(history_dir):
+    directory, case = history_dir
+    found = trends(load([directory]))
+    stepped = [t for t in found if t.steps]
+    assert [t.case for t in stepped] == [case]
+    (step,) = stepped[0].steps
+    assert step.at == STEP_AT and step.ratio == pytest.approx(1.3, rel=0.1)
+    assert stepped[0].run_label(step.at).startswith(f"2026-11-{STEP_AT + 1:02d} 03:00 {STEP_AT:08x}")
+
+
+def test_history_command_names_the_run_and_writes_plots(history_dir, tmp_path, capsys):
+    directory, case = history_dir
+    out = tmp_path / "plots"
+    assert main(["history", str(directory), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "1 with a step" in text and case in text and f"run_{RUNS - STEP_AT:02d}.json" in text and "+3" in text
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert any(name.startswith("history_step_") for name in pngs) and "history_matmul" in " ".join(pngs)
+    assert all((out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in pngs)
+
+
+def test_no_step_in_a_history_without_change(tmp_path):
+    a, b = read(RUN_A), read(RUN_B)
+    for i in range(10):
+        write(dated(a if i % 2 else b, f"2026-10-{i + 1:02d}T03:00:00+00:00", f"{i:040x}"), tmp_path / f"{i}.json")
+    assert not any(t.steps for t in trends(load([tmp_path])))
+
+
+def test_partition_recovers_known_levels():
+    y = np.r_[np.zeros(10), np.ones(10), np.zeros(5) + 0.3]
+    assert partition(y, penalty=0.1) == [0, 10, 20]
+    assert partition(y, penalty=1000.0) == [0]
+
+
+def test_steps_on_simulated_noise():
+    rng = np.random.default_rng(0)
+    flat = np.exp(rng.normal(0, 0.02, 60))
+    assert steps(flat) == []
+    jump = np.r_[np.ones(40), np.full(20, 1.2)] * flat
+    (step,) = steps(jump)
+    assert step.at == 40 and step.ratio == pytest.approx(1.2, rel=0.05)
+    assert fitted(jump, [step])[45] == pytest.approx(step.after)
+
+
+def test_small_steps_are_merged_below_min_effect():
+    y = np.r_[np.ones(10), np.full(10, 1.03)]
+    assert steps(y, min_effect=0.05) == []
+    assert len(steps(y, min_effect=0.01)) == 1
+
+
+def test_noise_estimate_ignores_one_step():
+    rng = np.random.default_rng(1)
+    y = rng.normal(0, 0.02, 400) + np.r_[np.zeros(200), np.full(200, 0.5)]
+    assert noise(y) == pytest.approx(0.02, rel=0.15)
+
+
+def test_history_of_a_directory_with_no_results(tmp_path, capsys):
+    assert main(["history", str(tmp_path)]) == 2
+    assert "holds no .json" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""reports.load: this suite's files, other projects' pytest-benchmark 3.x/4.x/5.x files, storage dirs, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from reports.__main__ import main
+from reports.errors import InputError
+from reports.load import load
+from tests.resultfiles import DATA, RUN_A, read, write
+
+
+def test_own_run_has_run_device_and_our_fields_on_every_row():
+    frame = load([RUN_A])
+    data = read(RUN_A)
+    assert len(frame) == len(data["benchmarks"]) + len(data["not_measured"])
+    for column in ("file", "datetime", "commit", "machine", "device", "group", "case", "status"):
+        assert frame[column].notna().all(), column
+    assert frame["device"].nunique() == 1 and frame["device"].iloc[0].startswith(data["machine_info"]["cpu_info"]
+                                                                                 ["model"])
+    assert str(frame["datetime"].dtype).startswith("datetime64") and frame["datetime"].dt.tz is not None
+    assert frame["case"].is_unique
+    ok = frame[frame["status"] == "ok"]
+    first = data["benchmarks"][0]
+    row = ok[ok["case"] == first["extra_info"]["case"]].iloc[0]
+    assert row["median_s"] == first["stats"]["median"] and row["samples_s"] == first["stats"]["data"]
+    assert row["dtype"] == first["params"]["dtype"] and row["tflops"] == first["extra_info"]["tflops"]
+    skipped = frame[frame["status"] != "ok"]
+    assert skipped["median_s"].isna().all() and skipped["reason"].notna().all()
+
+
+@pytest.mark.parametrize(("name", "version", "device", "cases"), [
+    ("pb3_other_project.json", "3.2.3", "Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz",
+     ["tests/test_speed.py::test_parse[small]", "tests/test_speed.py::test_tokenize"]),
+    ("pb4_other_project.json", "4.0.0", "AMD Ryzen 7 5800X 8-Core Processor",
+     ["bench/test_resize.py::test_resize[bilinear-512]", "bench/test_resize.py::test_resize[nearest-512]"]),
+    ("pb5_other_project.json", "5.1.0", "Apple M2 Pro", ["benchmarks/test_decode.py::test_decode[twitter.json]"]),
+])
+def test_other_projects_files_of_each_major_version(name, version, device, cases):
+    assert read(DATA / name)["version"] == version
+    frame = load([DATA / name])
+    assert frame["case"].tolist() == cases  # no extra_info.case: the fullname is the stable key
+    assert (frame["device"] == device).all()
+    assert (frame["status"] == "ok").all() and frame["median_s"].notna().all()
+    assert frame["datetime"].dt.tz is not None  # naive (3.x, 4.x) read as UTC, aware (5.x) kept
+
+
+def test_naive_datetime_of_old_versions_is_utc():
+    frame = load([DATA / "pb4_other_project.json"])
+    assert frame["datetime"].iloc[0] == pd.Timestamp("2022-11-03T14:25:31.908712", tz="UTC")
+
+
+def test_null_params_and_group_and_empty_extra_info():
+    frame = load([DATA / "pb3_other_project.json"])
+    tokenize = frame[frame["name"] == "test_tokenize"].iloc[0]
+    assert pd.isna(tokenize["group"]) and pd.isna(tokenize["size"])
+    assert frame[frame["name"] == "test_parse[small]"].iloc[0]["size"] == "small"
+
+
+def test_benchmarks_storage_directory(tmp_path):
+    storage = tmp_path / ".benchmarks" / "Linux-CPython-3.11-64bit"
+    storage.mkdir(parents=True)
+    shutil.copy(RUN_A, storage / "0001_abc_20261129_094457.json")
+    shutil.copy(DATA / "pb5_other_project.json", storage / "0002_def_20261130_094457.json")
+    frame = load([tmp_path / ".benchmarks"])
+    assert frame["file"].nunique() == 2 and frame["device"].nunique() == 2
+
+
+def test_large_raw_data_arrays(tmp_path):
+    data = read(DATA / "pb5_other_project.json")
+    data["benchmarks"][0]["stats"]["data"] = [1e-3 + i * 1e-12 for i in range(400_000)]  # several MB of JSON
+    path = write(data, tmp_path / "big.json")
+    assert path.stat().st_size > 5_000_000
+    assert len(load([path])["samples_s"].iloc[0]) == 400_000
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("", "file is empty"),
+    ('{"benchmarks": [{"name": "x", "stats": {"median": 1', "not valid JSON"),
+    ("not json at all", "not valid JSON"),
+    ('{"results": []}', "not a pytest-benchmark result"),
+    ("[1, 2, 3]", "not a pytest-benchmark result"),
+])
+def test_bad_file_is_one_line_error_exit_2(tmp_path, capsys, content, problem):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=problem):
+        load([path])
+    assert main(["table", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and problem in err
+
+
+def test_missing_path_is_an_error(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load([tmp_path / "absent.json"])
+
+
+def test_bad_file_inside_a_directory_is_skipped_with_a_warning(tmp_path, capsys):
+    shutil.copy(RUN_A, tmp_path / "good.json")
+    (tmp_path / "truncated.json").write_text(RUN_A.read_text()[:500])
+    frame = load([tmp_path])
+    assert frame["file"].nunique() == 1
+    err = capsys.readouterr().err
+    assert "truncated.json" in err and "skipped" in err
+
+
+def test_unknown_fields_warn_and_the_rest_is_used(tmp_path, capsys):
+    data = read(RUN_A)
+    data["my_own_field"] = {"x": 1}
+    data["benchmarks"][0]["unknown_entry_field"] = 3
+    frame = load([write(data, tmp_path / "extra.json")])
+    assert len(frame) == len(load([RUN_A]))
+    assert "unknown top-level field(s) my_own_field" in capsys.readouterr().err
+
+
+def test_duplicate_case_warns_and_keeps_the_first(tmp_path, capsys):
+    data = read(RUN_A)
+    duplicate = json.loads(json.dumps(data["benchmarks"][0]))
+    duplicate["stats"]["median"] *= 10
+    data["benchmarks"].append(duplicate)
+    frame = load([write(data, tmp_path / "dup.json")])
+    case = duplicate["extra_info"]["case"]
+    assert (frame["case"] == case).sum() == 1
+    assert frame.loc[frame["case"] == case, "median_s"].iloc[0] == data["benchmarks"][0]["stats"]["median"]
+    assert "duplicate case" in capsys.readouterr().err
+
+
+def test_entries_without_a_name_are_left_out_with_a_warning(tmp_path, capsys):
+    data = read(RUN_A)
+    data["benchmarks"].append({"stats": {"median": 1.0}})
+    data["benchmarks"].append("garbage")
+    frame = load([write(data, tmp_path / "odd.json")])
+    assert len(frame) == len(load([RUN_A]))
+    assert "2 entries of 'benchmarks' have no name" in capsys.readouterr().err
+
+
+def test_file_with_no_entries_at_all_is_an_error(tmp_path):
+    data = read(RUN_A)
+    data["benchmarks"], data["not_measured"] = [], []
+    with pytest.raises(InputError, match="no benchmark entries"):
+        load([write(data, tmp_path / "empty_run.json")])
