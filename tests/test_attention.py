@@ -154,3 +154,57 @@ def test_gpu_check_comparison_of_flash_and_naive():
     assert ok and "naive out of memory (asked for 8.0 GiB more)" in value
     assert attention_check.compare(_entry("ok", 0.004, 2**20), _entry("ok", 0.001, 2**24))[1] is False
     assert attention_check.compare(None, _entry("ok", 0.001, 2**24)) == ("case missing from attention.json", False)
+
+
+def _frame(cases, **columns):
+    import pandas as pd
+
+    return pd.DataFrame([{"group": c.suite, "device": "cpu", "status": "ok", "case": c.id, **c.params, **columns}
+                         for c in cases])
+
+
+def test_plot_series_of_the_full_profile():
+    from reports import plot_attention
+
+    found = plot_attention.series(_frame(attention.cases("full"), median_s=1e-3, peak_mem_bytes=2**20))
+    fixed = [(value, part) for kind, value, part in found if kind == "batch"]
+    tokens = [(value, part) for kind, value, part in found if kind == "tokens"]
+    assert [value for value, _ in fixed] == [1]
+    assert sorted(fixed[0][1]["seq"].unique()) == list(attention.SEQS)
+    assert len(tokens) == 3 * 2 * 2 * 2  # dtypes x head dims x masks x passes
+    assert all(value == 16384 for value, _ in tokens)
+
+
+def test_plots_write_a_png_per_series(tmp_path):
+    from reports import plot_attention
+
+    frame = _frame(attention.cases("quick"), median_s=1e-3, peak_mem_bytes=2**20)
+    frame.loc[frame["impl"] == "naive", "status"] = "oom"
+    paths = plot_attention.plots(frame, tmp_path)
+    assert [p.name for p in paths] == ["attention-cpu-bfloat16-batch4-h8-d64-nomask-fwd.png"]
+    assert paths[0].stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_quick_sweep_end_to_end_json_table_and_plot(tmp_path):
+    """bench -> JSON -> table and plot, on the shortest flash and naive cases of the CPU memory sweep."""
+    out = tmp_path / "attention.json"
+    bench = subprocess.run([sys.executable, "-m", "pytest", "bench/test_attention.py", "--benchmark-only", "--device",
+                            "cpu", "--bench-profile", "quick", "-q", "-p", "no:cacheprovider", "-k",
+                            "(naive or flash) and 4x8x256x", f"--benchmark-json={out}"], capture_output=True, text=True,
+                           cwd=ROOT)
+    assert bench.returncode == 0, bench.stdout[-2000:] + bench.stderr[-2000:]
+    import json
+
+    entries = json.loads(out.read_text())["benchmarks"]
+    assert len(entries) == 2
+    for entry in entries:
+        assert entry["group"] == "attention"
+        assert {"impl", "seq", "batch"} <= set(entry["params"])
+        assert entry["extra_info"]["peak_mem_bytes"] > 0 and entry["extra_info"]["tflops"] > 0
+    table = subprocess.run([sys.executable, "-m", "reports", "table", str(out)], capture_output=True, text=True,
+                           cwd=ROOT)
+    assert table.returncode == 0 and "## attention on" in table.stdout
+    plot = subprocess.run([sys.executable, "-m", "reports", "plot", str(out), "-o", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert plot.returncode == 0 and "no plots" in plot.stdout  # one sequence length: no series to draw

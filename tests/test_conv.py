@@ -105,3 +105,15 @@ def test_runner_records_cpu_peak_memory_and_a_checked_result():
     # at least the output and the two gradients, in bfloat16, were allocated during the call
     assert info["peak_mem_bytes"] >= 2 * (2 * 63 * 14 * 14 + 63 * 63 * 9)
     assert 0 < info["error_rel"] <= info["tolerance"]
+
+
+def test_plot_writes_one_png_per_pass(tmp_path):
+    import pandas as pd
+
+    from reports import plot_conv
+
+    frame = pd.DataFrame([{"group": "conv", "device": "cpu", "median_s": 1e-3 * (i + 1), **c.params}
+                          for i, c in enumerate(conv.cases("quick")) if c.params["dtype"] != "tf32"])
+    paths = plot_conv.plots(frame, tmp_path)
+    assert sorted(p.name for p in paths) == ["conv-cpu-fwd-bwd.png", "conv-cpu-fwd.png"]
+    assert all(p.stat().st_size > 10_000 for p in paths)
