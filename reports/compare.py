@@ -14,7 +14,7 @@ the threshold (too few, too noisy), or either run did not converge, was throttle
 So `slower` means "at least threshold slower, with 95 % confidence", and an `unsure` case never fails CI.
 (On this 2-core CPU shared with other jobs, two back-to-back runs differed by +5.4 % [+2.4 %, +13 %] on one
 case with fully separated samples: a rank test alone would have failed CI on noise.) Cases measured in one
-run only are listed as added or removed.
+run only are listed as added or removed (with the status, e.g. oom, that replaced a removed case's timing).
 """
 
 from __future__ import annotations
@@ -151,6 +151,16 @@ def check_devices(base: pd.DataFrame, cand: pd.DataFrame, allow: bool) -> None:
     warn(f"{message}: differences are the hardware's, not the code's")
 
 
+def _with_status(case: str, frame: pd.DataFrame) -> str:
+    """A case no longer timed, with why when the run recorded it (a case that now runs out of memory shows)."""
+    rows = frame[frame["case"] == case]
+    if rows.empty:
+        return case
+    row = rows.iloc[0]
+    reason = row.get("reason")
+    return f"{case} (now {row['status']}{': ' + str(reason) if isinstance(reason, str) else ''})"
+
+
 def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
             group_thresholds: dict[str, float] | None = None, alpha: float = DEFAULT_ALPHA,
             allow_different_devices: bool = False) -> Comparison:
@@ -164,7 +174,7 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
     order = {v: i for i, v in enumerate(VERDICTS)}
     verdicts.sort(key=lambda v: (order[v.verdict], -abs(np.log(v.ratio))))
     return Comparison(verdicts, added=sorted(set(cand.index) - set(base.index)),
-                      removed=sorted(set(base.index) - set(cand.index)),
+                      removed=[_with_status(case, cand_frame) for case in sorted(set(base.index) - set(cand.index))],
                       baseline=base_frame["file"].iloc[0], candidate=cand_frame["file"].iloc[0])
 
 

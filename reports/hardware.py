@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib import ticker
 from tabulate import tabulate
 
 from reports.errors import InputError
@@ -72,6 +73,11 @@ def side_by_side(frame: pd.DataFrame, baseline: str | None = None) -> tuple[pd.D
     return out.drop(columns="_order"), baseline
 
 
+def shared(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of cases measured on more than one system: the ones a comparison can say something about."""
+    return rows[rows.groupby("case")["system"].transform("nunique") > 1]
+
+
 def table(rows: pd.DataFrame) -> pd.DataFrame:
     """The readable columns of side_by_side for one group: its axes, the system, and the figures."""
     axes = [c for c in AXES if c in rows and rows[c].notna().any()] or ["name"]
@@ -81,12 +87,19 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     return result.where(result.notna(), None)
 
 
-def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Path:
-    """Speed-up against the baseline per case, one bar per system (log scale: 2x and 0.5x look alike)."""
-    pivot = rows.pivot_table(index="case", columns="system", values="speedup", sort=False)
+def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Path | None:
+    """Speed-up against the baseline per case, one bar per system (log scale: 2x and 0.5x look alike).
+
+    None when no case of the group ran on the baseline system too (no speed-up to draw).
+    """
+    pivot = rows.pivot_table(index="case", columns="system", values="speedup", sort=False).dropna(how="all")
+    if pivot.empty:
+        return None
     height = max(3.0, 0.28 * len(pivot) * max(1, len(pivot.columns) / 2) + 1.5)
     fig, ax = plt.subplots(figsize=(10, height))
     pivot.plot.barh(ax=ax, logx=True, width=0.8)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}x"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     ax.axvline(1, color="k", lw=0.8)
     ax.set(xlabel=f"speed-up vs {baseline} (baseline time / time)", ylabel="",
            title=f"{group}: the same cases on each system")
@@ -101,8 +114,12 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
 
 
 def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
+    """One bar plot per group, of the cases measured on more than one system."""
     outdir.mkdir(parents=True, exist_ok=True)
-    return [bar_plot(str(group), part, baseline, outdir) for group, part in rows.groupby("group", sort=True)]
+    rows = shared(rows)
+    groups = rows.groupby(rows["group"].fillna("no-group"), sort=True)
+    drawn = [bar_plot(str(group), part, baseline, outdir) for group, part in groups]
+    return [path for path in drawn if path is not None]
 
 
 def render(rows: pd.DataFrame, baseline: str, fmt: str) -> str:

@@ -49,6 +49,7 @@ def image_html(path: Path) -> str:
 def runs_section(frame: pd.DataFrame) -> str:
     listed = runs(frame).assign(file=lambda r: r["file"].map(lambda f: Path(f).name))
     listed["commit"] = listed["commit"].map(lambda c: str(c)[:10] if isinstance(c, str) else "")
+    listed["datetime"] = listed["datetime"].dt.strftime("%Y-%m-%d %H:%M UTC")
     return "<h2>Runs</h2>" + frame_html(listed[["file", "datetime", "commit", "machine", "device"]])
 
 
@@ -79,10 +80,12 @@ def results_section(frame: pd.DataFrame) -> str:
 def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) -> str:
     """The devices side by side, only when the results hold more than one."""
     rows, base = hardware.side_by_side(frame, baseline)
-    if rows["system"].nunique() < 2:
+    common = hardware.shared(rows)
+    if common.empty:
         return ""
-    parts = [f"<h2>Devices side by side</h2><p>Speed-up against {esc(base)} (baseline time / time).</p>"]
-    for group, part in rows.groupby(rows["group"].fillna("(no group)"), sort=True):
+    parts = [f"<h2>Devices side by side</h2><p>Speed-up against {esc(base)} (baseline time / time), for the "
+             f"cases measured on more than one system.</p>"]
+    for group, part in common.groupby(common["group"].fillna("(no group)"), sort=True):
         parts.append(f"<h3>{esc(group)}</h3>" + frame_html(hardware.table(part)))
     parts += [image_html(p) for p in hardware.plots(rows, base, outdir)]
     return "".join(parts)

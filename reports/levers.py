@@ -24,6 +24,7 @@ class Spec:
     time), `throughput` (variant / baseline TFLOP/s) or `memory` (variant / baseline bytes). `ignore` lists
     axes that change together with this one (an odd shape has another `shape` string than its aligned twin).
     A baseline or variant of None means the axis's off-like value (off, none, false) or its other value.
+    `layers` keeps only rows whose `layer` matches this regex (conv: the 3x3 layers, aligned or not).
     """
 
     lever: str
@@ -34,6 +35,7 @@ class Spec:
     figure: str = "median_s"
     kind: str = "speedup"
     ignore: tuple[str, ...] = ()
+    layers: str | None = None
 
 
 @dataclass
@@ -63,7 +65,7 @@ SPECS: tuple[Spec, ...] = (
     *(Spec("dtype speed-up", "train_step", "precision", "fp32", p) for p in ("tf32", "amp_fp16", "amp_bf16")),
     Spec("alignment penalty", "matmul", "align", "64", "odd", "tflops", "throughput", ("shape",)),
     Spec("alignment penalty", "matmul", "align", "8", "odd", "tflops", "throughput", ("shape",)),
-    Spec("alignment penalty", "conv", "align", "64", "odd", "tflops", "throughput", ("shape", "layer")),
+    Spec("alignment penalty", "conv", "align", "64", "odd", "tflops", "throughput", ("shape", "layer"), "3x3"),
     Spec("torch.compile", "train_step", "compile", None, None),
     Spec("flash vs naive attention", "attention", "impl", "naive", "flash"),
     Spec("flash vs naive attention", "attention", "impl", "naive", "flash", "peak_mem_bytes", "memory"),
@@ -105,6 +107,8 @@ def _resolve(values: list, baseline: str | None, variant: str | None) -> tuple |
 def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """Baseline and variant figures of the cases that differ only in the spec's axis (one row per pair)."""
     rows = rows[(rows["group"] == spec.group) & (rows.get("status") == "ok")]
+    if spec.layers and "layer" in rows:
+        rows = rows[rows["layer"].astype(str).str.contains(spec.layers, regex=True)]
     if spec.axis not in rows or spec.figure not in rows or rows.empty:
         return pd.DataFrame(columns=["baseline", "variant"])
     rows = rows[rows[spec.figure].notna() & rows[spec.axis].notna()]
@@ -125,7 +129,8 @@ def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
 def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
     """The geometric-mean effect of one spec over its pairs (a time ratio is turned into a speed-up)."""
     found = pairs(rows, spec)
-    comparison = f"{spec.group}: {spec.axis} {spec.baseline or 'off'} -> {spec.variant or 'on'}, " \
+    scope = f" ({spec.layers} layers)" if spec.layers else ""
+    comparison = f"{spec.group}{scope}: {spec.axis} {spec.baseline or 'off'} -> {spec.variant or 'on'}, " \
                  f"{READING[spec.kind]}"
     found = found[(found["baseline"] > 0) & (found["variant"] > 0)]
     if found.empty:

@@ -122,3 +122,13 @@ def test_decide_uses_the_samples_not_only_the_medians():
     cand["median_s"] = base["median_s"] * 1.10
     verdict = decide(base, cand, 5.0)
     assert verdict.p_value > 0.01 and verdict.verdict == "unsure"
+
+
+def test_a_case_that_now_fails_is_listed_with_its_status(tmp_path):
+    data = read(RUN_A)
+    entry = measured(data).pop(0)
+    case = entry["extra_info"]["case"]
+    info = dict(entry["extra_info"], status="oom", reason="OutOfMemoryError: CUDA out of memory")
+    data["not_measured"].append({k: entry[k] for k in ("group", "name", "fullname", "params")} | {"extra_info": info})
+    result = compare(load([RUN_A]), load([write(data, tmp_path / "c.json")]))
+    assert result.removed == [f"{case} (now oom: OutOfMemoryError: CUDA out of memory)"]

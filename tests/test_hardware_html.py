@@ -107,3 +107,14 @@ def test_html_of_a_single_run_has_no_side_by_side(tmp_path):
     assert main(["html", str(RUN_A), "-o", str(tmp_path)]) == 0
     assert "Devices side by side" not in (tmp_path / "index.html").read_text()
 
+
+
+def test_systems_without_common_cases_get_tables_but_no_bars(tmp_path, capsys):
+    """Two other projects' files (pytest-benchmark 3.x and 4.x): nothing in common, so nothing to set against."""
+    files = [str(DATA / "pb3_other_project.json"), str(DATA / "pb4_other_project.json")]
+    assert main(["hardware", *files, "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "test_tokenize" in out and "test_resize[nearest-512]" in out
+    assert list(tmp_path.glob("*.png")) == []
+    rows, _ = hardware.side_by_side(load(files))
+    assert hardware.shared(rows).empty
