@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports import hardware, levers, plots
-from reports.load import load, runs
+from reports.load import load, runs, warn
 from reports.table import group_table, not_measured
 
 STYLE = """
@@ -91,10 +91,26 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
     return "".join(parts)
 
 
+def suite_plots(frame: pd.DataFrame, outdir: Path) -> tuple[list[Path], list[str]]:
+    """Every plot of reports.plots.PLOTTERS, like plots.write_all but one plotter at a time, so that a plotter
+    that fails costs the page its own plots only: the nightly report is most needed when something broke.
+    Returns the PNGs and one line per failed plotter (also warned on stderr)."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    images, failures = [], []
+    for module in plots.PLOTTERS:
+        try:
+            images += module.plots(frame, outdir)
+        except Exception as exc:  # a plotter's bug is reported on the page, the rest of the report stands
+            failures.append(f"{module.__name__}: {type(exc).__name__}: {exc}")
+            warn(f"html: plots of {failures[-1]}")
+    return images, failures
+
+
 def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
     """The whole report as one HTML string; its plots are written under outdir and embedded."""
-    images = plots.write_all(frame, outdir / "plots")
+    images, failures = suite_plots(frame, outdir / "plots")
     plot_html = "".join(image_html(p) for p in images) or "<p class='muted'>No plot for these suites.</p>"
+    plot_html += "".join(f"<p><b>Plot failed</b>: {esc(line)}</p>" for line in failures)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
             f"{frame['file'].nunique()} run(s). Times are medians of device time per call.</p>"

@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 
 OFF = {"off", "none", "no", "false", "0", "eager", "disabled"}
+# Params that name the experiment rather than a setting (train_step's `lever`: "baseline", "precision", ...):
+# the twin of a case differs in it, so it never keys a pair.
+NOT_AXES = {"lever"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,8 @@ DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn")
 SPECS: tuple[Spec, ...] = (
     *(Spec("dtype speed-up", "matmul", "dtype", "float32", d) for d in DTYPES),
     *(Spec("dtype speed-up", "conv", "dtype", "float32", d) for d in DTYPES[:3]),
-    *(Spec("dtype speed-up", "train_step", "precision", "fp32", p) for p in ("tf32", "amp_fp16", "amp_bf16")),
+    *(Spec("dtype speed-up", "train_step", "precision", "fp32", p, ignore=("dtype",))
+      for p in ("tf32", "amp_fp16", "amp_bf16")),
     Spec("alignment penalty", "matmul", "align", "64", "odd", "tflops", "throughput", ("shape",)),
     Spec("alignment penalty", "matmul", "align", "8", "odd", "tflops", "throughput", ("shape",)),
     Spec("alignment penalty", "conv", "align", "64", "odd", "tflops", "throughput", ("shape", "layer"), "3x3"),
@@ -74,6 +78,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("activation checkpointing", "train_step", "checkpoint", None, None, "peak_mem_bytes", "memory"),
     Spec("activation checkpointing", "train_step", "checkpoint", None, None),
     Spec("fused optimizer", "train_step", "optimizer", "foreach", "fused"),
+    Spec("host sync per step", "train_step", "sync", "none", "item"),
 )
 READING = {"speedup": "speed-up (baseline time / time)", "throughput": "TFLOP/s ratio (variant / baseline)",
            "memory": "peak memory ratio (variant / baseline)"}
@@ -115,7 +120,7 @@ def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     chosen = _resolve(list(rows[spec.axis].unique()), spec.baseline, spec.variant)
     if chosen is None:
         return pd.DataFrame(columns=["baseline", "variant"])
-    keys = [n for n in _param_names(rows) if n != spec.axis and n not in spec.ignore]
+    keys = [n for n in _param_names(rows) if n != spec.axis and n not in spec.ignore and n not in NOT_AXES]
     if not keys:
         keys = ["group"]
     key_frame = rows[keys].astype(str)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import base64
 import re
 
+import pandas as pd
 import pytest
 
-from reports import hardware, levers
+from reports import hardware, levers, plots
 from reports.__main__ import main
 from reports.errors import InputError
 from reports.load import device_name, load
@@ -118,3 +119,38 @@ def test_systems_without_common_cases_get_tables_but_no_bars(tmp_path, capsys):
     assert list(tmp_path.glob("*.png")) == []
     rows, _ = hardware.side_by_side(load(files))
     assert hardware.shared(rows).empty
+
+
+def test_train_step_levers_pair_cases_that_name_different_experiments():
+    """train_step names each case's experiment in a `lever` param; pairs must ignore it, and resolve off/on."""
+    base = {"group": "train_step", "status": "ok", "model": "tiny", "precision": "amp_bf16", "dtype": "bfloat16",
+            "compile": "off", "checkpoint": "off", "param_names": "model,lever,precision,dtype,compile,checkpoint"}
+    rows = pd.DataFrame([
+        base | {"lever": "baseline", "median_s": 1.0, "peak_mem_bytes": 100.0},
+        base | {"lever": "precision", "compile": "on", "median_s": 0.5, "peak_mem_bytes": 90.0},
+        base | {"lever": "checkpoint", "checkpoint": "block", "median_s": 1.25, "peak_mem_bytes": 40.0},
+        base | {"lever": "precision", "precision": "fp32", "dtype": "float32", "median_s": 3.0,
+                "peak_mem_bytes": 150.0},
+    ])
+    found = {(e.lever, e.comparison.split(", ")[-1]): e for e in levers.effects(rows)}
+    assert found["torch.compile", "speed-up (baseline time / time)"].ratio == pytest.approx(2.0)
+    assert found["activation checkpointing", "peak memory ratio (variant / baseline)"].ratio == pytest.approx(0.4)
+    assert found["activation checkpointing", "speed-up (baseline time / time)"].ratio == pytest.approx(0.8)
+    bf16 = next(e for e in levers.effects(rows) if e.comparison.startswith("train_step: precision fp32 -> amp_bf16"))
+    assert bf16.ratio == pytest.approx(3.0) and bf16.pairs == 1
+
+
+def test_a_failing_plotter_costs_the_page_only_its_own_plots(tmp_path, monkeypatch, capsys):
+    class Broken:
+        __name__ = "reports.plot_broken"
+
+        @staticmethod
+        def plots(frame, outdir):
+            raise KeyError("pass")
+
+    monkeypatch.setattr(plots, "PLOTTERS", [*plots.PLOTTERS, Broken()])
+    assert main(["html", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path)]) == 0
+    page = (tmp_path / "index.html").read_text()
+    assert "<b>Plot failed</b>: reports.plot_broken: KeyError: &#x27;pass&#x27;" in page
+    assert "hardware_matmul.png" in page  # the rest of the report stands
+    assert "reports.plot_broken" in capsys.readouterr().err
