@@ -52,13 +52,17 @@ class Effect:
     high: float | None
     pairs: int
 
+    unit: str = "x"
+    over: str = "pairs"
+
     @property
     def text(self) -> str:
         if not self.pairs:
             return "not measured"
-        spread = f" (range {self.low:.2f}-{self.high:.2f}x over {self.pairs} pairs)" if self.pairs > 1 else \
-            " (1 pair)"
-        return f"{self.ratio:.2f}x{spread}"
+        if self.pairs == 1:
+            return f"{self.ratio:.2f}{self.unit} (1 {self.over.rstrip('s')})"
+        return f"{self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f}{self.unit} over {self.pairs} " \
+               f"{self.over})"
 
 
 DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn")
@@ -123,7 +127,7 @@ def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     keys = [n for n in _param_names(rows) if n != spec.axis and n not in spec.ignore and n not in NOT_AXES]
     if not keys:
         keys = ["group"]
-    key_frame = rows[keys].astype(str)
+    key_frame = rows[keys].astype(object).fillna("-").astype(str)  # a param another model lacks is a key too
     sides = {}
     for side, value in zip(("baseline", "variant"), chosen, strict=True):
         mask = rows[spec.axis] == value
@@ -153,7 +157,7 @@ def bytes_per_param(rows: pd.DataFrame) -> Effect:
     if values.empty:
         return Effect("bytes/param", comparison, None, None, None, 0)
     return Effect("bytes/param", comparison, float(values.median()), float(values.min()), float(values.max()),
-                  len(values))
+                  len(values), unit=" B/param", over="cases")
 
 
 def effects(rows: pd.DataFrame) -> list[Effect]:
