@@ -132,15 +132,17 @@ def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     for side, value in zip(("baseline", "variant"), chosen, strict=True):
         mask = rows[spec.axis] == value
         sides[side] = rows.loc[mask, spec.figure].astype(float).groupby([key_frame.loc[mask, k] for k in keys]).median()
-    return pd.concat(sides, axis=1, join="inner")
+    found = pd.concat(sides, axis=1, join="inner")
+    found.attrs["values"] = tuple(str(v) for v in chosen)  # what None resolved to, e.g. ('off', 'block')
+    return found
 
 
 def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
     """The geometric-mean effect of one spec over its pairs (a time ratio is turned into a speed-up)."""
     found = pairs(rows, spec)
+    baseline, variant = found.attrs.get("values", (spec.baseline or "off", spec.variant or "on"))
     scope = f" ({spec.layers} layers)" if spec.layers else ""
-    comparison = f"{spec.group}{scope}: {spec.axis} {spec.baseline or 'off'} -> {spec.variant or 'on'}, " \
-                 f"{READING[spec.kind]}"
+    comparison = f"{spec.group}{scope}: {spec.axis} {baseline} -> {variant}, {READING[spec.kind]}"
     found = found[(found["baseline"] > 0) & (found["variant"] > 0)]
     if found.empty:
         return Effect(spec.lever, comparison, None, None, None, 0)
