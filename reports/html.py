@@ -35,8 +35,10 @@ def esc(value: object) -> str:
 
 
 def frame_html(frame: pd.DataFrame) -> str:
-    """A DataFrame as an HTML table; to_html escapes every cell and header."""
-    return frame.to_html(index=False, escape=True, na_rep="", border=0, float_format=lambda x: f"{x:.4g}")
+    """A DataFrame as an HTML table; to_html escapes every cell and header. Missing values (NaN or None,
+    which reports.table uses for a param a case lacks) are blank cells."""
+    shown = frame.astype(object).where(frame.notna(), "")
+    return shown.to_html(index=False, escape=True, border=0, float_format=lambda x: f"{x:.4g}")
 
 
 def image_html(path: Path) -> str:
