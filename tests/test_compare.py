@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -132,3 +133,11 @@ def test_a_case_that_now_fails_is_listed_with_its_status(tmp_path):
     data["not_measured"].append({k: entry[k] for k in ("group", "name", "fullname", "params")} | {"extra_info": info})
     result = compare(load([RUN_A]), load([write(data, tmp_path / "c.json")]))
     assert result.removed == [f"{case} (now oom: OutOfMemoryError: CUDA out of memory)"]
+
+
+def test_verdicts_as_json(tmp_path):
+    out = tmp_path / "verdicts.json"
+    assert main(["compare", str(RUN_A), str(RUN_B), "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert {r["case"] for r in rows} == set(verdicts(RUN_A, RUN_B))
+    assert all(r["verdict"] in ("slower", "faster", "same", "unsure") for r in rows)
