@@ -23,7 +23,7 @@ from tabulate import tabulate
 
 from reports.errors import InputError
 from reports.history import slug
-from reports.load import load
+from reports.load import load, output_dir
 from reports.table import AXES, format_time
 
 FIGURES = ["system", "time", "tflops", "pct_peak", "speedup"]
@@ -115,7 +115,7 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
 
 def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
     """One bar plot per group, of the cases measured on more than one system."""
-    outdir.mkdir(parents=True, exist_ok=True)
+    output_dir(outdir)
     rows = shared(rows)
     groups = rows.groupby(rows["group"].fillna("no-group"), sort=True)
     drawn = [bar_plot(str(group), part, baseline, outdir) for group, part in groups]

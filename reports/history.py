@@ -22,7 +22,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from reports.errors import InputError
-from reports.load import load
+from reports.load import load, output_dir
 from reports.stats import Step, fitted, steps
 from reports.table import format_time
 
@@ -116,7 +116,7 @@ def plot_group(group: str, device: str, found: list[Trend], outdir: Path) -> Pat
 
 def plots(found: list[Trend], outdir: Path) -> list[Path]:
     """A trend plot per group and device, and one plot per case with a step."""
-    outdir.mkdir(parents=True, exist_ok=True)
+    output_dir(outdir)
     written = [plot_step(t, outdir) for t in found if t.steps]
     keyed: dict[tuple[str, str], list[Trend]] = {}
     for t in found:

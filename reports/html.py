@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports import hardware, levers, plots
-from reports.load import load, runs, warn
+from reports.load import load, output_dir, runs, warn
 from reports.table import group_table, not_measured
 
 STYLE = """
@@ -124,8 +124,7 @@ def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
 
 
 def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> Path:
-    outdir.mkdir(parents=True, exist_ok=True)
-    path = outdir / "index.html"
+    path = output_dir(outdir) / "index.html"
     path.write_text(page(frame, outdir, baseline), encoding="utf-8")
     return path
 

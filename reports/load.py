@@ -187,6 +187,16 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
     return frame[ordered + [c for c in frame.columns if c not in ordered]]
 
 
+def output_dir(path: str | Path) -> Path:
+    """A directory for a report's files, created if needed; one that cannot be made is an InputError."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot create output directory ({exc.strerror or exc})") from None
+    return path
+
+
 def runs(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per run (file) with its datetime, commit, machine and device, oldest first."""
     return frame.groupby("file", sort=False)[["datetime", "commit", "machine", "device"]].first().sort_values(

@@ -160,3 +160,12 @@ def test_a_failing_plotter_costs_the_page_only_its_own_plots(tmp_path, monkeypat
     assert "<b>Plot failed</b>: reports.plot_broken: KeyError: &#x27;pass&#x27;" in page
     assert "hardware_matmul.png" in page  # the rest of the report stands
     assert "reports.plot_broken" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["html", "history", "hardware"])
+def test_output_directory_that_cannot_be_made_is_one_line_exit_2(command, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main([command, str(RUN_A), "-o", str(blocker / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot create output directory" in err
