@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from reports.__main__ import main
@@ -141,3 +142,16 @@ def test_verdicts_as_json(tmp_path):
     rows = json.loads(out.read_text())
     assert {r["case"] for r in rows} == set(verdicts(RUN_A, RUN_B))
     assert all(r["verdict"] in ("slower", "faster", "same", "unsure") for r in rows)
+
+
+def test_runs_with_a_million_samples_compare_in_bounded_time_and_memory(tmp_path):
+    """Other projects' files can carry huge raw `data` arrays; the verdict still comes from the samples."""
+    data = read(DATA / "pb5_other_project.json")
+    rng = np.random.default_rng(0)
+    base, cand = json.loads(json.dumps(data)), json.loads(json.dumps(data))
+    base["benchmarks"][0]["stats"]["data"] = list(1e-3 * (1 + 0.01 * rng.standard_normal(1_000_000)))
+    cand["benchmarks"][0]["stats"]["data"] = list(1.2e-3 * (1 + 0.01 * rng.standard_normal(1_000_000)))
+    cand["benchmarks"][0]["stats"]["median"] = data["benchmarks"][0]["stats"]["median"] * 1.2
+    result = compare(load([write(base, tmp_path / "a.json")]), load([write(cand, tmp_path / "b.json")]))
+    (verdict,) = result.verdicts
+    assert verdict.verdict == "slower" and 1.15 < verdict.ci_low < verdict.ci_high < 1.25
