@@ -34,7 +34,7 @@ class GPTConfig:
     n_layer: int
     n_head: int
     n_embd: int
-    name: str = "custom"
+    name: str = "custom"  # what results call the model (`model` param); presets are keyed by shorter names
 
     @classmethod
     def preset(cls, name: str, padded: bool = False) -> GPTConfig:
@@ -52,9 +52,9 @@ class GPTConfig:
 # Raw (unpadded) vocabularies; GPTConfig.preset(name, padded=True) gives the padded twin.
 GPT_PRESETS: dict[str, GPTConfig] = {
     # CPU quick profile: a step in a few milliseconds on 2 cores; vocabulary odd (1000) vs padded (1024).
-    "tiny": GPTConfig(vocab_size=1000, block_size=64, n_layer=2, n_head=2, n_embd=64, name="tiny"),
+    "tiny": GPTConfig(vocab_size=1000, block_size=64, n_layer=2, n_head=2, n_embd=64, name="gpt-tiny"),
     # A middle size for numerics runs and small GPUs: GPT-2's vocabulary, 4 layers of 256.
-    "small": GPTConfig(vocab_size=50257, block_size=256, n_layer=4, n_head=4, n_embd=256, name="small"),
+    "small": GPTConfig(vocab_size=50257, block_size=256, n_layer=4, n_head=4, n_embd=256, name="gpt-small"),
     "gpt2-124m": GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, name="gpt2-124m"),
 }
 
@@ -176,7 +176,8 @@ class CNNConfig:
 
 
 CNN_PRESETS: dict[str, CNNConfig] = {
-    "tiny": CNNConfig(layers=(1, 1), width=16, image_size=32, num_classes=10, imagenet_stem=False, name="tiny"),
+    "tiny": CNNConfig(layers=(1, 1), width=8, image_size=32, num_classes=10, imagenet_stem=False,
+                      name="resnet-tiny"),
     "resnet50": CNNConfig(layers=(3, 4, 6, 3), width=64, image_size=224, num_classes=1000, imagenet_stem=True,
                           name="resnet50"),
 }
