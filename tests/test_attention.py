@@ -191,7 +191,7 @@ def test_quick_sweep_end_to_end_json_table_and_plot(tmp_path):
     out = tmp_path / "attention.json"
     bench = subprocess.run([sys.executable, "-m", "pytest", "bench/test_attention.py", "--benchmark-only", "--device",
                             "cpu", "--bench-profile", "quick", "-q", "-p", "no:cacheprovider", "-k",
-                            "(naive or flash) and 4x8x256x", f"--benchmark-json={out}"], capture_output=True, text=True,
+                            "(naive or flash) and 4x8x128x", f"--benchmark-json={out}"], capture_output=True, text=True,
                            cwd=ROOT)
     assert bench.returncode == 0, bench.stdout[-2000:] + bench.stderr[-2000:]
     import json
