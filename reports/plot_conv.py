@@ -35,12 +35,14 @@ def _draw(part: pd.DataFrame, title: str) -> Figure:
         table = rows.pivot_table(index="label", columns="memory_format", values="median_s", aggfunc="median") * 1e3
         table = table.reindex(index=[x for x in layers if x in table.index],
                               columns=[f for f in FORMAT_ORDER if f in table.columns])
-        table.plot.bar(ax=ax, logy=True, rot=60, width=0.8)
+        table.plot.bar(ax=ax, logy=True, rot=60, width=0.8, legend=ax is axes[0])
         ax.set_title(dtype)
         ax.set_xlabel("")
         ax.set_ylabel("median time per call (ms)")
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(True, axis="y", which="both", alpha=0.3)
+    if axes[0].get_legend():
+        axes[0].legend(fontsize=8, framealpha=0.6)
     fig.suptitle(title)
     return fig
 
