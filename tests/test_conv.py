@@ -117,3 +117,10 @@ def test_plot_writes_one_png_per_pass(tmp_path):
     paths = plot_conv.plots(frame, tmp_path)
     assert sorted(p.name for p in paths) == ["conv-cpu-fwd-bwd.png", "conv-cpu-fwd.png"]
     assert all(p.stat().st_size > 10_000 for p in paths)
+
+
+def test_cudnn_autotune_is_on_inside_and_restored_after():
+    saved = torch.backends.cudnn.benchmark
+    with conv.cudnn_autotune():
+        assert torch.backends.cudnn.benchmark is True
+    assert torch.backends.cudnn.benchmark == saved
