@@ -45,17 +45,21 @@ IMAGE_STD = (0.229, 0.224, 0.225)
 
 
 class EncodedImages(Dataset):
-    """`n` random RGB images of `size` x `size`, kept zlib-compressed as a stand-in for JPEG files. Each
-    __getitem__ decodes the bytes to a uint8 image, then augments it as a training pipeline does: random crop
-    (after 4-pixel reflection padding), random horizontal flip, scale to [0, 1] and normalize per channel."""
+    """`n` RGB images of `size` x `size` in `num_classes` classes, kept zlib-compressed as a stand-in for JPEG
+    files. Each __getitem__ decodes the bytes to a uint8 image, then augments it as a training pipeline does:
+    random crop (after 4-pixel reflection padding), random horizontal flip, scale to [0, 1], normalize."""
 
     def __init__(self, n: int, size: int, num_classes: int, seed: int = 0) -> None:
         rng = np.random.default_rng(seed)
-        # Smooth images (upsampled noise) compress like photographs do, unlike white noise.
-        coarse = rng.integers(0, 256, size=(n, size // 4, size // 4, 3), dtype=np.uint8)
+        labels = rng.integers(0, num_classes, size=n)
+        # Each class has a coarse colour template; an image is its class's template half-blended with noise, so
+        # the label is learnable, and upsampled, so it compresses like a photograph does (unlike white noise).
+        templates = rng.integers(0, 256, size=(num_classes, size // 4, size // 4, 3))
+        noise = rng.integers(0, 256, size=(n, size // 4, size // 4, 3))
+        coarse = ((templates[labels] + noise) // 2).astype(np.uint8)
         images = coarse.repeat(4, axis=1).repeat(4, axis=2)
         self.encoded = [zlib.compress(img.tobytes(), level=6) for img in images]
-        self.labels = rng.integers(0, num_classes, size=n).tolist()
+        self.labels = labels.tolist()
         self.size, self.seed = size, seed
         self.mean = torch.tensor(IMAGE_MEAN).view(3, 1, 1)
         self.std = torch.tensor(IMAGE_STD).view(3, 1, 1)

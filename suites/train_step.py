@@ -293,6 +293,8 @@ def _workload(trainee: _Trainee, levers: Levers, device: torch.device) -> Worklo
     stepped = torch.compile(trainee.model) if levers.compile else trainee.model
     step = make_step(stepped, trainee.optimizer, levers.precision, device=device, accum=levers.accum,
                      sync=levers.sync)
+    counters, frames_before = torch._dynamo.utils.counters, _dynamo_frames()
+    hits_before = counters["inductor"]["fxgraph_cache_hit"]
     try:
         run = train(step, trainee.seed_batches)
     except Exception as exc:
@@ -305,6 +307,9 @@ def _workload(trainee: _Trainee, levers: Levers, device: torch.device) -> Worklo
                   "samples_per_step": trainee.samples}
     if levers.compile:
         info["compile_s"] = run.first_step_s  # the first step's wall time: compilation plus one step
+        info["compiled_frames"] = frames_after_first - frames_before
+        # graphs inductor took from its on-disk cache (a warm cache makes compile_s far shorter than a cold one)
+        info["compile_cache_hits"] = counters["inductor"]["fxgraph_cache_hit"] - hits_before
     info |= memory_budget.measure(trainee.model, trainee.optimizer).extra_info()
     eager = TrainStep(trainee.model, trainee.optimizer, levers.precision, step.scaler, device)
     batch = trainee.seed_batches[0]
