@@ -16,10 +16,10 @@ matplotlib.use("Agg")
 
 import pandas as pd
 
-from reports import plot_attention, plot_conv
+from reports import plot_attention, plot_batch, plot_conv
 from reports.load import load
 
-PLOTTERS: list = [plot_conv, plot_attention]
+PLOTTERS: list = [plot_conv, plot_attention, plot_batch]
 
 
 def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from suites import batch_size, telemetry, tracing
 from suites import device as devices
 from suites import session as sessions
-from suites import telemetry, tracing
 from suites.cases import Case
 from suites.runner import Extension
 
@@ -29,6 +29,8 @@ def add_options(parser: pytest.Parser) -> None:
                     f"(default {telemetry.DEFAULT_INTERVAL_MS:g}); 0 turns telemetry off")
     group.addoption("--trace-dir", dest="trace_dir", default=None,
                     help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
+    group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=batch_size.parse_bytes,
+                    help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")
 
 
 def configure(config: pytest.Config) -> None:

@@ -1,0 +1,14 @@
+"""Batch-size sweep and largest-batch search of the training step: cases from suites/batch_size.py."""
+
+import functools
+
+from suites import batch_size, plugin
+
+
+def pytest_generate_tests(metafunc):
+    budget = metafunc.config.getoption("bench_mem_budget")
+    plugin.parametrize(metafunc, functools.partial(batch_size.cases, budget=budget))
+
+
+def test_batch_size(case, run_case):
+    run_case(case)

@@ -1,0 +1,74 @@
+"""Batch-size scaling plots: throughput and peak memory against batch size, one line per precision.
+
+Reads the `train_step` rows of the batch sweep (`lever` = `batch`): throughput is tokens/s where the model has
+tokens (the GPT), else samples/s; peak memory is `step_peak_bytes`. The largest batch each precision's search
+found (`lever` = `max_batch`, checkpointing off) is marked on the memory panel where the results hold it. One
+PNG per model and device.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+GROUP = "train_step"
+
+
+def _sweep(frame: pd.DataFrame) -> pd.DataFrame:
+    needed = {"group", "lever", "batch", "precision", "model", "step_peak_bytes"}
+    if not needed <= set(frame.columns):
+        return frame.iloc[0:0]
+    rows = frame[(frame["group"] == GROUP) & (frame["lever"] == "batch") & (frame["status"] == "ok")].copy()
+    rows["batch"] = pd.to_numeric(rows["batch"], errors="coerce")
+    return rows[rows["batch"].notna()]
+
+
+def _largest(frame: pd.DataFrame, model: str, device: str) -> dict[str, int]:
+    if not {"lever", "max_batch", "checkpoint"} <= set(frame.columns):
+        return {}
+    rows = frame[(frame["group"] == GROUP) & (frame["lever"] == "max_batch") & (frame["model"] == model)
+                 & (frame["device"] == device) & (frame["checkpoint"] == "off") & frame["max_batch"].notna()]
+    return {p: int(v) for p, v in rows.groupby("precision")["max_batch"].max().items()}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
+
+
+def _draw(rows: pd.DataFrame, largest: dict[str, int], title: str, path: Path) -> Path:
+    tokens = "tokens_per_s" in rows and rows["tokens_per_s"].notna().all()
+    figure = "tokens_per_s" if tokens else "samples_per_s"
+    fig, (speed, memory) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for precision, line in rows.groupby("precision"):
+        line = line.groupby("batch")[[figure, "step_peak_bytes"]].median().sort_index()
+        speed.plot(line.index, line[figure], marker="o", label=precision)
+        drawn = memory.plot(line.index, line["step_peak_bytes"] / 2**30, marker="o", label=precision)
+        if precision in largest:
+            memory.axvline(largest[precision], color=drawn[0].get_color(), linestyle=":",
+                           label=f"{precision}: largest batch {largest[precision]}")
+    speed.set(xscale="log", xlabel="batch size (samples)", ylabel=figure.replace("_per_s", "/s"),
+              title="throughput")
+    memory.set(xscale="log", xlabel="batch size (samples)", ylabel="peak memory of a step (GiB)",
+               title="peak memory")
+    for axes in (speed, memory):
+        axes.set_xscale("log", base=2)
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:
+    """One throughput-and-memory figure per (model, device) of the batch sweep."""
+    sweep = _sweep(frame)
+    written = []
+    for (model, device), rows in sweep.groupby(["model", "device"]):
+        path = outdir / f"batch_size_{_slug(model)}_{_slug(device)}.png"
+        written.append(_draw(rows, _largest(frame, model, device), f"{model} on {device}: batch-size scaling", path))
+    return written

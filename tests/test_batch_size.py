@@ -1,0 +1,138 @@
+"""The batch-size sweep and the largest-batch search: the budget option, the search, real peaks on the CPU, and the
+quick profile end to end (within the issue's two minutes, with the same answer on a second run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from suites import batch_size
+from suites.batch_size import Fit, largest_batch, parse_bytes, try_batch
+from suites.model_spec import ModelSpec
+
+CPU = torch.device("cpu")
+GPT = ModelSpec("gpt", "tiny")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("text", "expected"), [("2GiB", 2 * 2**30), ("512MiB", 512 * 2**20), ("1.5GB", 1.5e9),
+                                                ("1000000", 10**6), ("64 kib", 64 * 1024), ("1e9", 10**9)])
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "2XB", "-1GiB", "0", "GiB", "1.2.3MB"])
+def test_parse_bytes_rejects(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a positive size"):
+        parse_bytes(text)
+
+
+def _threshold(limit: int):
+    return lambda b: Fit(b, b <= limit, b)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5, 37, 64, 100])
+def test_search_finds_the_exact_largest(limit):
+    found = largest_batch(_threshold(limit), cap=1024)
+    assert found.largest == limit and found.exact and not found.capped
+    assert len(found.tries) <= 2 * limit.bit_length() + 1
+
+
+def test_search_stops_at_the_cap_and_the_try_bound():
+    capped = largest_batch(_threshold(10**6), cap=100)
+    assert capped.largest == 64 and capped.capped and max(t.batch for t in capped.tries) == 64
+    bounded = largest_batch(_threshold(1000), cap=4096, max_tries=12)
+    assert len(bounded.tries) == 12 and bounded.largest <= 1000 and not bounded.exact
+    assert largest_batch(_threshold(0), cap=64).largest == 0
+
+
+def test_peak_grows_with_batch_and_checkpointing_lowers_it():
+    peaks = {b: try_batch(GPT, "fp32", False, b, CPU, None).peak_bytes for b in (1, 8, 32)}
+    assert peaks[1] < peaks[8] < peaks[32]
+    checkpointed = try_batch(GPT, "fp32", True, 32, CPU, None).peak_bytes
+    assert checkpointed < peaks[32]
+
+
+def test_budget_decides_fit_from_the_measured_peak():
+    fit = try_batch(GPT, "amp_bf16", False, 4, CPU, None)
+    assert fit.fits and fit.peak_bytes > 0
+    assert try_batch(GPT, "amp_bf16", False, 4, CPU, fit.peak_bytes).fits
+    refused = try_batch(GPT, "amp_bf16", False, 4, CPU, fit.peak_bytes // 2)
+    assert not refused.fits and "exceeds" in refused.reason
+
+
+def test_search_on_real_peaks_is_tight_and_repeatable():
+    budget = 8 * 2**20  # about 5 samples of the tiny GPT
+
+    def search():
+        return largest_batch(lambda b: try_batch(GPT, "fp32", False, b, CPU, budget), cap=256)
+
+    first, second = search(), search()
+    assert first.largest == second.largest and first.largest > 1 and first.exact
+    by_batch = {t.batch: t for t in first.tries}
+    assert by_batch[first.largest].peak_bytes <= budget < by_batch[first.largest + 1].peak_bytes
+
+
+def test_sweep_case_over_budget_is_recorded_as_oom():
+    from suites.runner import run_case
+    from suites.session import SMOKE
+
+    case = batch_size.sweep_case(GPT, "fp32", 16, "quick", budget=2**20)
+    result = run_case(case, CPU, SMOKE)
+    assert result.status == "oom" and "exceeds" in result.reason
+    fits = run_case(batch_size.sweep_case(GPT, "fp32", 2, "quick", budget=None), CPU, SMOKE)
+    assert fits.status == "ok" and fits.extra_info["step_peak_bytes"] <= batch_size.PROFILES["quick"].cpu_budget
+    assert fits.extra_info["tokens_per_s"] > 0 and fits.extra_info["samples_per_step"] == 2
+
+
+def test_bad_budget_is_a_one_line_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "bench/test_batch_size.py", "--collect-only", "-q",
+                           "--device", "cpu", "--bench-mem-budget", "lots"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "--bench-mem-budget" in errors[0] and "Traceback" not in proc.stderr
+
+
+def _quick_gpt_run(json_path: Path, select: str) -> tuple[float, dict]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "bench/test_batch_size.py", "-k", select,
+                           "--benchmark-only", "--device", "cpu", "--bench-profile", "quick", "-q",
+                           "-p", "no:cacheprovider", f"--benchmark-json={json_path}"],
+                          cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return seconds, json.loads(json_path.read_text())
+
+
+def _largest(data: dict) -> dict[str, int]:
+    return {b["extra_info"]["case"]: b["extra_info"]["max_batch"] for b in data["benchmarks"]
+            if b["params"]["lever"] == "max_batch"}
+
+
+@pytest.mark.slow
+def test_quick_profile_for_the_tiny_gpt(tmp_path):
+    """The issue's must-show: sweep and searches of the tiny GPT in under 2 minutes; the same answers when the
+    searches run again in a fresh process."""
+    seconds, data = _quick_gpt_run(tmp_path / "first.json", "gpt-tiny")
+    assert seconds < 120
+    sweep = [b for b in data["benchmarks"] if b["params"]["lever"] == "batch"]
+    assert {b["params"]["precision"] for b in sweep} == {"fp32", "amp_bf16"}
+    assert all(b["extra_info"]["step_peak_bytes"] <= b["extra_info"]["mem_budget_bytes"] for b in sweep)
+    refused = [e for e in data["not_measured"] if e["extra_info"]["status"] == "oom"]
+    assert refused, "the sweep should end where the budget does"
+    largest = _largest(data)
+    assert len(largest) == 4
+    fp32, bf16 = (largest[f"train_step/max_batch/gpt-tiny/{p}/checkpoint-off"] for p in ("fp32", "amp_bf16"))
+    assert bf16 > fp32
+    for p in ("fp32", "amp_bf16"):
+        assert largest[f"train_step/max_batch/gpt-tiny/{p}/checkpoint-block"] > \
+               largest[f"train_step/max_batch/gpt-tiny/{p}/checkpoint-off"]
+    _, again = _quick_gpt_run(tmp_path / "second.json", "gpt-tiny and max_batch")
+    assert _largest(again) == largest
