@@ -48,6 +48,9 @@ PYTEST_RUNS.append(PytestRun("trace", ("bench/test_matmul.py", "-k", "4096x4096x
 # Issue 3: flash and naive attention, bfloat16, head dim 128, at 4k and 16k tokens (read by suites.attention_check).
 PYTEST_RUNS.append(PytestRun("attention", ("bench/test_attention.py", "-k",
                                            "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)")))
+# Issue 3: the 3x3 convolutions at 56x56, float32 and bfloat16, both memory formats (read by suites.conv_check).
+PYTEST_RUNS.append(PytestRun("conv", ("bench/test_conv.py", "-k",
+                                      "k3s1 and x56x56 and (bfloat16 or float32) and fwd_bwd")))
 # Issue 4: GPT-2 124M training step in four precisions, compile off and on (read by suites.train_step_check).
 PYTEST_RUNS.append(PytestRun("train_step", ("bench/test_train_step.py", "-k", "gpt2-124m and (baseline or precision)")))
 # Issue 4 numerics (parity of the small GPT in three precisions, audits of GPT-2 124M and ResNet-50: ~1 min) and
@@ -61,7 +64,8 @@ PYTEST_RUNS.append(PytestRun("batch_size", ("bench/test_batch_size.py", "-k",
 CROSS_CHECKS: list[str] = ["suites.crosscheck:matmul_do_bench_check"]
 CROSS_CHECKS += ["suites.profiling_check:trace_tensor_cores", "suites.profiling_check:telemetry_of_run",
                  "suites.profiling_check:sampler_cost"]
-CROSS_CHECKS += ["suites.attention_check:flash_vs_naive", "suites.attention_check:flash_do_bench"]
+CROSS_CHECKS += ["suites.attention_check:flash_vs_naive", "suites.attention_check:flash_do_bench",
+                 "suites.conv_check:formats_and_dtypes"]
 CROSS_CHECKS += ["suites.train_step_check:gpt2_grid"]
 CROSS_CHECKS += ["suites.batch_size_check:largest_batches"]
 

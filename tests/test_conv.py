@@ -124,3 +124,29 @@ def test_cudnn_autotune_is_on_inside_and_restored_after():
     with conv.cudnn_autotune():
         assert torch.backends.cudnn.benchmark is True
     assert torch.backends.cudnn.benchmark == saved
+
+
+def test_gpu_check_speedups_of_channels_last_and_bfloat16():
+    from suites import conv_check
+
+    medians = {("s", "bfloat16", "contiguous"): 4e-3, ("s", "bfloat16", "channels_last"): 2e-3,
+               ("s", "float32", "contiguous"): 1e-2}
+    assert conv_check.speedups(medians, "s") == "bf16 channels_last 2.00x NCHW (2 vs 4 ms); 5.00x float32 NCHW"
+    assert conv_check.speedups({}, "s") == "cases missing"
+
+
+@pytest.mark.slow
+def test_gpu_check_selection_picks_the_3x3_layers_at_56():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from suites.gpu_check import PYTEST_RUNS
+
+    run = next(r for r in PYTEST_RUNS if r.name == "conv")
+    proc = subprocess.run([sys.executable, "-m", "pytest", *run.args, "--collect-only", "-q", "--device", "cpu",
+                           "--bench-profile", "full", "-p", "no:cacheprovider"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    ids = [line.split("[")[1] for line in proc.stdout.splitlines() if "::test_conv[" in line]
+    assert len(ids) == 5 * 2 * 2, proc.stdout[-2000:]  # layers x dtypes x formats
+    assert {i.split("/")[1] for i in ids} == {f"32x{c}x56x56-{c}k3s1" for c in (64, 256, 63, 65, 72)}
