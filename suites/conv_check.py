@@ -18,7 +18,7 @@ def _medians(path: Path) -> dict[tuple[str, str, str], float]:
     """(shape, dtype, memory_format) -> median seconds of the measured fwd_bwd cases."""
     runs = json.loads(path.read_text())["benchmarks"]
     return {(b["params"]["shape"], b["params"]["dtype"], b["params"]["memory_format"]): b["stats"]["median"]
-            for b in runs if b["params"].get("pass") == "fwd_bwd"}
+            for b in runs if b["group"] == "conv" and b["params"]["pass"] == "fwd_bwd"}
 
 
 def speedups(medians: dict[tuple[str, str, str], float], shape: str) -> str:
