@@ -208,3 +208,27 @@ def test_quick_sweep_end_to_end_json_table_and_plot(tmp_path):
     plot = subprocess.run([sys.executable, "-m", "reports", "plot", str(out), "-o", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT)
     assert plot.returncode == 0 and "no plots" in plot.stdout  # one sequence length: no series to draw
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@CUDA
+def test_forced_flash_in_float32_on_cuda_is_unsupported_with_torchs_reasons():
+    q = torch.randn(1, 2, 128, 64, device="cuda")
+    with pytest.raises(Unsupported, match=r"^sdpa_kernel\(flash\): .*[Ff]lash") as raised:
+        attention.probe("flash", lambda: attention.sdpa(attention.BACKENDS["flash"], False, q, q, q))
+    assert "No available kernel" in str(raised.value)
+
+
+@pytest.mark.gpu
+@CUDA
+def test_on_cuda_flash_needs_less_memory_than_naive_and_both_match_float64():
+    point = Point(Shape(1, 8, 2048, 128), True, "fwd_bwd")
+    results = {impl: run_case(attention.make_case(impl, "bfloat16", point), torch.device("cuda"), SMOKE)
+               for impl in ("naive", "flash")}
+    for result in results.values():
+        assert result.status == "ok", result.reason
+        assert result.extra_info["peak_mem_bytes"] > 0
+    assert results["naive"].extra_info["peak_mem_bytes"] > 4 * results["flash"].extra_info["peak_mem_bytes"]

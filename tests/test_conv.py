@@ -150,3 +150,14 @@ def test_gpu_check_selection_picks_the_3x3_layers_at_56():
     ids = [line.split("[")[1] for line in proc.stdout.splitlines() if "::test_conv[" in line]
     assert len(ids) == 5 * 2 * 2, proc.stdout[-2000:]  # layers x dtypes x formats
     assert {i.split("/")[1] for i in ids} == {f"32x{c}x56x56-{c}k3s1" for c in (64, 256, 63, 65, 72)}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", ["float32", "tf32", "bfloat16"])
+def test_cuda_conv_is_within_tolerance_in_both_formats(dtype):
+    layer = conv.ConvLayer("misaligned-3x3", 8, 63, 64, 28, 3, 1, 1)
+    for memory_format in conv.FORMATS:
+        result = run_case(conv.make_case(layer, dtype, memory_format, "fwd_bwd"), torch.device("cuda"), SMOKE)
+        assert result.status == "ok", result.reason
+        assert result.extra_info["peak_mem_bytes"] > 0
