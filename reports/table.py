@@ -9,9 +9,19 @@ from tabulate import tabulate
 
 from reports.load import load
 
-# Axes shown first when a suite has them, then figures; absent columns are left out, never filled in.
-AXES = ["dtype", "layer", "shape", "align", "impl", "seq", "batch", "pass", "memory_format", "model", "precision"]
-FIGURES = ["time", "tflops", "pct_peak", "gbps", "error_rel", "converged", "rel_iqr", "status"]
+# A suite's axes are its cases' params (in the order the cases name them), then the figures below that the
+# group has; absent columns are left out, never filled in.
+FIGURES = ["time", "tflops", "pct_peak", "gbps", "samples_per_s", "tokens_per_s", "mfu", "peak_mem_bytes",
+           "bytes_per_param", "error_rel", "converged", "rel_iqr", "status"]
+
+
+def axes_of(frame: pd.DataFrame) -> list[str]:
+    """The param columns of the group's cases, first-seen order; `name` for files that record no params."""
+    names: dict[str, None] = {}
+    for text in frame.get("param_names", pd.Series(dtype=object)).dropna():
+        names.update(dict.fromkeys(n for n in str(text).split(",") if n))
+    axes = [n for n in names if n in frame and frame[n].notna().any()]
+    return axes or ["name"]
 
 
 def format_time(seconds: float) -> str:
@@ -29,10 +39,8 @@ def group_table(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     if "median_s" in out:
         out["time"] = out["median_s"].map(format_time)
-    axes = [c for c in AXES if c in out and out[c].notna().any()]
+    axes = axes_of(out)
     figures = [c for c in FIGURES if c in out and out[c].notna().any()]
-    if not axes:
-        axes = ["name"]
     table = out[axes + figures].astype(object)
     return table.where(table.notna(), None)
 
