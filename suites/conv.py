@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from suites.cases import Case, Unsupported, Workload, align_class
 from suites.memory import cpu_memory_info
 from suites.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
-from suites.precision import DTYPES, TOLERANCE
+from suites.precision import DTYPES, TOLERANCE, tf32_unsupported
 
 SUITE = "conv"
 CONV_DTYPES = ("float32", "tf32", "float16", "bfloat16")
@@ -105,14 +105,8 @@ def cudnn_autotune() -> Iterator[None]:
         torch.backends.cudnn.benchmark = saved
 
 
-def _tf32_support(device: torch.device) -> str | None:
-    if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0):
-        return "tf32 convolutions run on the tensor cores of NVIDIA GPUs of compute capability 8.0 or newer (cuDNN)"
-    return None
-
-
 def _build(layer: ConvLayer, dtype: str, memory_format: str, pass_: str, device: torch.device) -> Workload:
-    if dtype == "tf32" and (reason := _tf32_support(device)):
+    if dtype == "tf32" and (reason := tf32_unsupported(device)):
         raise Unsupported(reason)
     gen = torch.Generator().manual_seed(0)
     grads = pass_ == "fwd_bwd"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from suites.cases import Case, Unsupported, Workload, align_class
-from suites.precision import DTYPES, TOLERANCE, relative_error
+from suites.precision import DTYPES, TOLERANCE, relative_error, tf32_unsupported
 
 SUITE = "matmul"
 
@@ -64,8 +64,8 @@ def fp8_support(device: torch.device) -> str | None:
 
 
 def _support(dtype: str, device: torch.device) -> str | None:
-    if dtype == "tf32" and (device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0)):
-        return "tf32 is a tensor-core mode of NVIDIA GPUs of compute capability 8.0 or newer"
+    if dtype == "tf32":
+        return tf32_unsupported(device)
     if dtype == "float8_e4m3fn":
         return fp8_support(device)
     return None

@@ -26,6 +26,13 @@ def float32_mode(tf32: bool) -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = saved[1]
 
 
+def tf32_unsupported(device: torch.device) -> str | None:
+    """None where TF32 runs (NVIDIA tensor cores, compute capability 8.0+), else why a tf32 case cannot."""
+    if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0):
+        return "tf32 is a tensor-core mode of NVIDIA GPUs of compute capability 8.0 or newer"
+    return None
+
+
 # The `dtype` axis names of the design card, and the storage dtype each runs in (tf32 stores float32).
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
