@@ -285,43 +285,45 @@ class _Trainee:
     formula_flops: float | None
 
 
-def _workload(trainee: _Trainee, levers: Levers, device: torch.device) -> Workload:
-    """Train the seeded steps (loss_after_n, compile time, skipped steps), measure memory and FLOPs outside the
-    timed window, and return the timed step."""
-    if levers.compile:
-        torch._dynamo.reset()  # a fresh compile per case: compile_s and recompiles are this case's own
-    stepped = torch.compile(trainee.model) if levers.compile else trainee.model
-    step = make_step(stepped, trainee.optimizer, levers.precision, device=device, accum=levers.accum,
-                     sync=levers.sync)
+def _seeded_run(step: TrainStep, trainee: _Trainee, levers: Levers, device: torch.device) -> tuple[dict, int]:
+    """Train the seeded steps: the loss after n steps, skipped steps and, compiled, what compilation cost.
+    Returns the fields and Dynamo's frame count after the run (recompiles are counted from there)."""
     counters, frames_before = torch._dynamo.utils.counters, _dynamo_frames()
     hits_before = counters["inductor"]["fxgraph_cache_hit"]
     try:
         run = train(step, trainee.seed_batches)
-    except Exception as exc:
-        if levers.compile and device.type == "cpu" and "Compil" in type(exc).__name__:
+    except torch._dynamo.exc.BackendCompilerFailed as exc:
+        if device.type == "cpu":
             raise Unsupported(f"torch.compile failed on this CPU: {str(exc).splitlines()[0]}") from exc
         raise
-    frames_after_first = _dynamo_frames()
     info: dict = {"loss_after_n": run.losses[-1], "loss_first": run.losses[0], "n_steps": len(run.losses),
-                  "scaler_skipped_steps": run.skipped_steps, "n_params": trainee.model.n_params(),
-                  "samples_per_step": trainee.samples}
+                  "scaler_skipped_steps": run.skipped_steps}
+    frames = _dynamo_frames()
     if levers.compile:
         info["compile_s"] = run.first_step_s  # the first step's wall time: compilation plus one step
-        info["compiled_frames"] = frames_after_first - frames_before
+        info["compiled_frames"] = frames - frames_before
         # graphs inductor took from its on-disk cache (a warm cache makes compile_s far shorter than a cold one)
         info["compile_cache_hits"] = counters["inductor"]["fxgraph_cache_hit"] - hits_before
-    info |= memory_budget.measure(trainee.model, trainee.optimizer).extra_info()
-    eager = TrainStep(trainee.model, trainee.optimizer, levers.precision, step.scaler, device)
+    return info, frames
+
+
+def _memory_and_flops(eager: TrainStep, trainee: _Trainee, device: torch.device) -> dict:
+    """Bytes per parameter (after a step, before the next zero_grad), saved activations, the CUDA allocator's
+    figures, and the counted FLOPs, all taken on the eager model outside the timed window."""
     batch = trainee.seed_batches[0]
+    info = memory_budget.measure(trainee.model, eager.optimizer).extra_info()
     info["saved_activation_bytes"] = memory_budget.saved_activation_bytes(lambda: eager.forward(*batch))
     if device.type == "cuda":
         info |= _cuda_memory(eager, batch, device)
-    counted = counted_flops(eager, *batch)
-    info["flops_counted"] = counted
+    info["flops_counted"] = counted = counted_flops(eager, *batch)
     if trainee.formula_flops:
         info |= {"flops_formula": trainee.formula_flops, "flops_ratio": counted / trainee.formula_flops}
-    if trainee.tokens:
-        info["tokens_per_step"] = trainee.tokens
+    return info
+
+
+def _rates(trainee: _Trainee, counted: int, frames_seeded: int | None) -> Callable[[float, float | None], dict]:
+    """Throughput, achieved FLOP/s and MFU from the median step time (MFU only where a peak is known), and the
+    recompilations during the timed steps of a compiled model."""
 
     def rates(median_s: float, peak_flops: float | None) -> dict:
         out = {"samples_per_s": trainee.samples / median_s, "tflops_counted": counted / median_s / 1e12}
@@ -331,10 +333,27 @@ def _workload(trainee: _Trainee, levers: Levers, device: torch.device) -> Worklo
             out["mfu"] = trainee.formula_flops / median_s / peak_flops
         if peak_flops:
             out["mfu_counted"] = counted / median_s / peak_flops
-        if levers.compile:
-            out["recompiles"] = _dynamo_frames() - frames_after_first
+        if frames_seeded is not None:
+            out["recompiles"] = _dynamo_frames() - frames_seeded
         return out
 
+    return rates
+
+
+def _workload(trainee: _Trainee, levers: Levers, device: torch.device) -> Workload:
+    """The seeded run and the measurements outside the timed window, then the timed step."""
+    if levers.compile:
+        torch._dynamo.reset()  # a fresh compile per case: compile_s and recompiles are this case's own
+    stepped = torch.compile(trainee.model) if levers.compile else trainee.model
+    step = make_step(stepped, trainee.optimizer, levers.precision, device=device, accum=levers.accum,
+                     sync=levers.sync)
+    info, frames_seeded = _seeded_run(step, trainee, levers, device)
+    info |= {"n_params": trainee.model.n_params(), "samples_per_step": trainee.samples}
+    if trainee.tokens:
+        info["tokens_per_step"] = trainee.tokens
+    eager = TrainStep(trainee.model, trainee.optimizer, levers.precision, step.scaler, device)
+    info |= _memory_and_flops(eager, trainee, device)
+    rates = _rates(trainee, info["flops_counted"], frames_seeded if levers.compile else None)
     return Workload(fn=lambda: step(*trainee.next_batch()), extra_info=info, rates=rates)
 
 
