@@ -23,6 +23,7 @@ from suites.cases import Case, Unsupported, Workload
 from suites.data import EncodedImages, image_loader, token_batches
 from suites.memory_budget import MemoryBudget
 from suites.models import GPT, CNNConfig, GPTConfig, ResNet, gpt_flops_per_token
+from suites.precision import tf32_unsupported
 
 PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16")
 AUTOCAST_DTYPE: dict[str, torch.dtype] = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
@@ -224,8 +225,8 @@ CNN_VARIANTS: list[tuple[str, str, Levers]] = [
 def _support(levers: Levers, lever: str, profile: Profile, device: torch.device) -> str | None:
     """Why this device cannot run the settings, or None."""
     cuda = device.type == "cuda"
-    if levers.precision == "tf32" and (not cuda or torch.cuda.get_device_capability(device) < (8, 0)):
-        return "tf32 is a tensor-core mode of NVIDIA GPUs of compute capability 8.0 or newer"
+    if levers.precision == "tf32" and tf32_unsupported(device):
+        return tf32_unsupported(device)
     if levers.pin_memory and not cuda:
         return "pin_memory speeds host-to-GPU copies; without a CUDA device there is no copy to speed up"
     if levers.compile and not cuda and not profile.cpu_compile_all and lever != "all_on":
