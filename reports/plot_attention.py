@@ -22,9 +22,9 @@ MIB = 2**20
 
 
 def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
-    needed = {"group", "impl", *AXES, *NUMERIC}
+    needed = {"group", "device", "impl", *AXES, *NUMERIC}
     if not needed <= set(frame.columns):
-        return frame.iloc[0:0]
+        return pd.DataFrame(columns=sorted(needed | {"tokens", "median_s", "peak_mem_bytes"}))
     rows = frame[frame["group"] == GROUP].copy()
     for column in NUMERIC:
         rows[column] = pd.to_numeric(rows[column])

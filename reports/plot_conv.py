@@ -19,9 +19,9 @@ FORMAT_ORDER = ["contiguous", "channels_last"]
 
 def measured(frame: pd.DataFrame) -> pd.DataFrame:
     """The conv rows that have a time."""
-    needed = {"group", "layer", "shape", "dtype", "memory_format", "pass", "median_s"}
+    needed = {"group", "device", "layer", "shape", "dtype", "memory_format", "pass", "median_s"}
     if not needed <= set(frame.columns):
-        return frame.iloc[0:0]
+        return pd.DataFrame(columns=sorted(needed))
     return frame[(frame["group"] == GROUP) & frame["median_s"].notna()]
 
 
