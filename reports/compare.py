@@ -20,7 +20,7 @@ run only are listed as added or removed (with the status, e.g. oom, that replace
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -62,13 +62,14 @@ class Comparison:
     removed: list[str]
     baseline: str
     candidate: str
+    broken: list[str] = field(default_factory=list)  # timed in the baseline, now oom or error: a regression too
 
     def count(self, verdict: str) -> int:
         return sum(v.verdict == verdict for v in self.verdicts)
 
     @property
     def regressed(self) -> bool:
-        return self.count("slower") > 0
+        return self.count("slower") > 0 or bool(self.broken)
 
 
 BOOTSTRAP_MAX_SAMPLES = 5000  # per run; other projects' files can hold a million samples of one case
@@ -184,9 +185,12 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
                        alpha) for case in common]
     order = {v: i for i, v in enumerate(VERDICTS)}
     verdicts.sort(key=lambda v: (order[v.verdict], -abs(np.log(v.ratio))))
+    gone = sorted(set(base.index) - set(cand.index))
+    failing = set(cand_frame.loc[cand_frame["status"].isin(["oom", "error"]), "case"])
     return Comparison(verdicts, added=sorted(set(cand.index) - set(base.index)),
-                      removed=[_with_status(case, cand_frame) for case in sorted(set(base.index) - set(cand.index))],
-                      baseline=base_frame["file"].iloc[0], candidate=cand_frame["file"].iloc[0])
+                      removed=[_with_status(case, cand_frame) for case in gone if case not in failing],
+                      baseline=base_frame["file"].iloc[0], candidate=cand_frame["file"].iloc[0],
+                      broken=[_with_status(case, cand_frame) for case in gone if case in failing])
 
 
 def _pct(ratio: float | None) -> str:
@@ -209,7 +213,7 @@ def verdict_table(verdicts: list[Verdict]) -> list[dict]:
 
 def summary_line(result: Comparison) -> str:
     counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICTS)
-    return f"{counts}; {len(result.added)} added, {len(result.removed)} removed"
+    return f"{counts}; {len(result.broken)} failing now, {len(result.added)} added, {len(result.removed)} removed"
 
 
 def render(result: Comparison, markdown: bool) -> str:
@@ -218,8 +222,8 @@ def render(result: Comparison, markdown: bool) -> str:
     head = "## Benchmark comparison\n\n" if markdown else ""
     lines = [f"{head}baseline: {result.baseline}\ncandidate: {result.candidate}\n", summary_line(result)]
     if result.regressed:
-        lines.append(f"\n{'**' if markdown else ''}REGRESSION: {result.count('slower')} case(s) slower"
-                     f"{'**' if markdown else ''}")
+        lines.append(f"\n{'**' if markdown else ''}REGRESSION: {result.count('slower')} case(s) slower, "
+                     f"{len(result.broken)} timed before and failing now{'**' if markdown else ''}")
     notable = [v for v in result.verdicts if v.verdict != "same"]
     same = [v for v in result.verdicts if v.verdict == "same"]
     if notable:
@@ -228,7 +232,7 @@ def render(result: Comparison, markdown: bool) -> str:
         table = tabulate(verdict_table(same), headers="keys", tablefmt=fmt)
         lines.append(f"\n<details><summary>{len(same)} cases the same</summary>\n\n{table}\n\n</details>"
                      if markdown else f"\n{table}")
-    for title, cases in (("added", result.added), ("removed", result.removed)):
+    for title, cases in (("failing now", result.broken), ("added", result.added), ("removed", result.removed)):
         if cases:
             lines.append(f"\n{title.capitalize()} ({len(cases)}): " + ", ".join(f"`{c}`" if markdown else c
                                                                                for c in cases))

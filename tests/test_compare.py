@@ -36,7 +36,7 @@ def test_one_case_scaled_by_1_5_is_slower_and_fails_ci(tmp_path, capsys):
     assert [c for c, v in found.items() if v == "slower"] == [case]
     assert main(["compare", str(RUN_A), str(candidate), "--fail-on-regression", "--markdown"]) == 1
     out = capsys.readouterr().out
-    assert "REGRESSION: 1 case(s) slower" in out and "| verdict" in out and case in out
+    assert "REGRESSION: 1 case(s) slower, 0 timed before and failing now" in out and "| verdict" in out and case in out
     assert main(["compare", str(RUN_A), str(candidate)]) == 0  # reported, but CI fails only when asked
 
 
@@ -126,14 +126,18 @@ def test_decide_uses_the_samples_not_only_the_medians():
     assert verdict.p_value > 0.01 and verdict.verdict == "unsure"
 
 
-def test_a_case_that_now_fails_is_listed_with_its_status(tmp_path):
+def test_a_case_that_now_fails_is_a_regression_listed_with_its_status(tmp_path, capsys):
     data = read(RUN_A)
     entry = measured(data).pop(0)
     case = entry["extra_info"]["case"]
     info = dict(entry["extra_info"], status="oom", reason="OutOfMemoryError: CUDA out of memory")
     data["not_measured"].append({k: entry[k] for k in ("group", "name", "fullname", "params")} | {"extra_info": info})
-    result = compare(load([RUN_A]), load([write(data, tmp_path / "c.json")]))
-    assert result.removed == [f"{case} (now oom: OutOfMemoryError: CUDA out of memory)"]
+    candidate = write(data, tmp_path / "c.json")
+    result = compare(load([RUN_A]), load([candidate]))
+    assert result.broken == [f"{case} (now oom: OutOfMemoryError: CUDA out of memory)"]
+    assert result.removed == [] and result.regressed
+    assert main(["compare", str(RUN_A), str(candidate), "--fail-on-regression"]) == 1
+    assert "1 timed before and failing now" in capsys.readouterr().out
 
 
 def test_verdicts_as_json(tmp_path):
