@@ -67,6 +67,8 @@ def _draw(rows: pd.DataFrame, largest: dict[str, int], title: str, path: Path) -
 def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     """One throughput-and-memory figure per (model, device) of the batch sweep."""
     sweep = _sweep(frame)
+    if sweep.empty:
+        return []
     written = []
     for (model, device), rows in sweep.groupby(["model", "device"]):
         path = outdir / f"batch_size_{_slug(model)}_{_slug(device)}.png"

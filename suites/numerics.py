@@ -8,8 +8,8 @@ Each check is a case whose figures are in `extra_info` and whose timed work (`Wo
   the loss scaler's 2^16; `activation_overflow`: large activations cast and squared in float16 vs bfloat16.
 - `lost_updates`: a weight of 1.0 updated by 1e-4 for 1000 steps, stored in 16 bits or with an FP32 master copy.
 - `loss_scaler`: torch.amp.GradScaler with an injected inf gradient: the skipped step, the halved scale, the growth.
-- `parity`: the GPT trained from one seed in fp32, amp_bf16 and amp_fp16; a final loss off fp32's by more than
-  PARITY_TOLERANCE of the progress fp32 made fails the case.
+- `parity`: the GPT trained from one seed in fp32, amp_bf16 and amp_fp16; a held-out loss after training off
+  fp32's by more than PARITY_TOLERANCE of the progress fp32 made on it fails the case.
 - `autocast_audit` (suites/autocast_audit.py): the dtype every aten operation of a training step ran in, checked
   against the recipe's rule; a breach is flagged in extra_info and printed, a matmul in float32 or a softmax in
   16-bit fails the case.
@@ -56,11 +56,12 @@ class Model:
     spec: ModelSpec
     batch: int
     parity_steps: int
+    lr: float  # high enough that the parity steps move the loss well beyond the precisions' differences
 
 
 # quick: a 2-core CPU without bfloat16 instructions (~80 ms per amp_bf16 step); full: seconds on a GPU.
-MODELS = {"quick": Model(ModelSpec("gpt", "tiny"), batch=4, parity_steps=8),
-          "full": Model(ModelSpec("gpt", "small"), batch=16, parity_steps=50)}
+MODELS = {"quick": Model(ModelSpec("gpt", "tiny"), batch=2, parity_steps=5, lr=3e-3),
+          "full": Model(ModelSpec("gpt", "small"), batch=16, parity_steps=50, lr=1e-3)}
 
 
 def _round_trip(values: list[float], dtype: torch.dtype, device: torch.device) -> list[float]:
@@ -246,34 +247,57 @@ def _build_loss_scaler(device: torch.device) -> Workload:
     return Workload(fn=run, extra_info=run())
 
 
-def train_losses(model: Model, precision: str, device: torch.device) -> list[float]:
-    """Losses of `model.parity_steps` recipe steps from the spec's seed, each on a batch of its own."""
+EVAL_SEED = 10_000  # the held-out batch every parity run is evaluated on
+
+
+@dataclass(frozen=True)
+class ParityRun:
+    """A parity training run: the float32 loss of a held-out batch before and after, the training losses, and
+    the steps the loss scaler skipped."""
+
+    eval_before: float
+    eval_after: float
+    train_losses: tuple[float, ...]
+    skipped_steps: int
+
+
+def _eval_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
+    with torch.no_grad():
+        return float(model(*batch)[1])
+
+
+def parity_run(model: Model, precision: str, device: torch.device) -> ParityRun:
+    """`model.parity_steps` recipe steps from the spec's seed, each on a batch of its own; the held-out batch
+    is evaluated in float32 (no autocast), so only the training's precision differs between runs."""
     gpt = model.spec.build(device)
-    step = make_step(gpt, make_optimizer(gpt), precision, device=device)
-    batches = [model.spec.batch(model.batch, device, seed) for seed in range(model.parity_steps)]
-    return train(step, batches).losses
+    held_out = model.spec.batch(model.batch, device, EVAL_SEED)
+    before = _eval_loss(gpt, held_out)
+    step = make_step(gpt, make_optimizer(gpt, lr=model.lr), precision, device=device)
+    run = train(step, [model.spec.batch(model.batch, device, seed) for seed in range(model.parity_steps)])
+    return ParityRun(before, _eval_loss(gpt, held_out), tuple(run.losses), run.skipped_steps)
 
 
 @functools.cache
-def _fp32_losses(model: Model, device: torch.device) -> tuple[float, ...]:
+def _fp32_run(model: Model, device: torch.device) -> ParityRun:
     """The fp32 reference every parity case compares with, trained once per run and device."""
-    return tuple(train_losses(model, "fp32", device))
+    return parity_run(model, "fp32", device)
 
 
-def parity_figures(losses: list[float], reference: tuple[float, ...]) -> dict:
-    """Final loss against fp32's, relative to the progress fp32 made (its first loss minus its last)."""
-    progress = reference[0] - reference[-1]
-    gap = abs(losses[-1] - reference[-1])
-    return {"loss": losses[-1], "loss_fp32": reference[-1], "loss_initial": reference[0], "steps": len(losses),
-            "loss_rel_diff": gap / abs(reference[-1]), "parity_rel": gap / progress if progress > 0 else math.inf,
-            "parity_tolerance": PARITY_TOLERANCE}
+def parity_figures(run: ParityRun, reference: ParityRun) -> dict:
+    """Held-out loss after training against fp32's, relative to the progress fp32 made on it."""
+    progress = reference.eval_before - reference.eval_after
+    gap = abs(run.eval_after - reference.eval_after)
+    return {"loss": run.eval_after, "loss_fp32": reference.eval_after, "loss_initial": reference.eval_before,
+            "train_loss_last": run.train_losses[-1], "steps": len(run.train_losses),
+            "scaler_skipped_steps": run.skipped_steps, "loss_rel_diff": gap / abs(reference.eval_after),
+            "parity_rel": gap / progress if progress > 0 else math.inf, "parity_tolerance": PARITY_TOLERANCE}
 
 
 def _build_parity(model: Model, precision: str, device: torch.device) -> Workload:
-    reference = _fp32_losses(model, device)
+    reference = _fp32_run(model, device)
 
     def run() -> dict:
-        figures = parity_figures(train_losses(model, precision, device), reference)
+        figures = parity_figures(parity_run(model, precision, device), reference)
         if not figures["parity_rel"] <= PARITY_TOLERANCE:
             raise CheckFailed(f"{precision}: final loss {figures['loss']:.5g} vs fp32's {figures['loss_fp32']:.5g} "
                               f"is {figures['parity_rel']:.1%} of fp32's progress (tolerance {PARITY_TOLERANCE:.0%})")
@@ -320,9 +344,9 @@ def cases(profile: str) -> list[Case]:
         found.append(_case("lost_updates", variant, {"dtype": dtype, "master": "float32" if master else "none"},
                            functools.partial(_build_lost_updates, dtype, master)))
     found.append(_case("loss_scaler", "inject_inf", {}, _build_loss_scaler))
+    # fp32 is the reference each parity case trains once (its figures are in both cases' extra_info)
     found += [_case("parity", f"{model.spec.name}/{precision}", {"model": model.spec.name, "precision": precision},
-                    functools.partial(_build_parity, model, precision)) for precision in ("fp32", "amp_bf16",
-                                                                                          "amp_fp16")]
+                    functools.partial(_build_parity, model, precision)) for precision in ("amp_bf16", "amp_fp16")]
     found += [_case("autocast_audit", f"{spec.name}/{dtype}", {"model": spec.name, "dtype": dtype},
                     functools.partial(_build_audit, spec, dtype))
               for spec in autocast_audit.MODELS[profile] for dtype in autocast_audit.AUTOCAST_DTYPES]

@@ -15,8 +15,8 @@ from suites.numerics import (
     model_gradients,
     overflow_figures,
     parity_figures,
+    parity_run,
     scaler_steps,
-    train_losses,
     underflow_figures,
 )
 from suites.runner import run_case
@@ -113,15 +113,17 @@ def test_large_activations_overflow_float16_not_bfloat16():
 
 
 def test_parity_figures():
-    good = parity_figures([3.0, 2.01], (3.0, 2.0))
-    assert good["parity_rel"] == pytest.approx(0.01)
-    assert parity_figures([3.0, 2.5], (3.0, 3.0))["parity_rel"] == math.inf
+    reference = numerics.ParityRun(3.0, 2.0, (3.1, 2.2), 0)
+    good = parity_figures(numerics.ParityRun(3.0, 2.01, (3.1, 2.2), 1), reference)
+    assert good["parity_rel"] == pytest.approx(0.01) and good["scaler_skipped_steps"] == 1
+    no_progress = numerics.ParityRun(3.0, 3.0, (3.0,), 0)
+    assert parity_figures(reference, no_progress)["parity_rel"] == math.inf
 
 
 @pytest.mark.parametrize("precision", ["amp_bf16", "amp_fp16"])
 def test_mixed_precision_training_tracks_fp32(precision):
     model = numerics.MODELS["quick"]
-    figures = parity_figures(train_losses(model, precision, CPU), numerics._fp32_losses(model, CPU))
+    figures = parity_figures(parity_run(model, precision, CPU), numerics._fp32_run(model, CPU))
     assert figures["parity_rel"] <= numerics.PARITY_TOLERANCE
     assert figures["loss"] < figures["loss_initial"]  # it trained
 
