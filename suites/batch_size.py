@@ -13,7 +13,7 @@ before the next. Reported per precision with activation checkpointing off and on
 
 Memory: on CUDA the caching allocator's peak, and a try fits when it raises no OutOfMemoryError. On the CPU,
 exhausting the machine's RAM is no safe test, so the limit is a budget (`--bench-mem-budget`, default
-CPU_BUDGET) checked against the peak that torch.profiler's memory events measure for each try
+the profile's `cpu_budget`) checked against the peak that torch.profiler's memory events measure for each try
 (suites/memory.py). With the budget given on CUDA, a try must also stay under it.
 """
 
@@ -64,6 +64,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Profile:
+    """What a profile sweeps and searches, and within which limits."""
+
     plans: tuple[Plan, ...]
     search_cap: int  # the search never tries a larger batch
     cpu_budget: int  # the CPU's memory limit when --bench-mem-budget is not given
@@ -119,7 +121,7 @@ def release(device: torch.device) -> None:
 
 @dataclass
 class Trainee:
-    """A model ready to step on a batch of `batch` samples."""
+    """A model, its optimizer and a batch on the device: calling it runs one recipe step."""
 
     step: TrainStep
     inputs: torch.Tensor

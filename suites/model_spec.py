@@ -6,6 +6,7 @@ on this device", freshly built (a search try must start from nothing, so its pea
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -45,11 +46,7 @@ class ModelSpec:
 
     def flops_per_sample(self) -> float | None:
         """Training FLOPs of one GPT sequence by the 6N + 12LHQT formula (None for the CNN: no formula)."""
-        if self.kind != "gpt":
-            return None
-        with torch.device("meta"):
-            n = GPT(self.config).n_params(non_embedding=True)
-        return float(gpt_flops_per_token(self.config, n) * self.config.block_size)
+        return _gpt_flops_per_sequence(self.preset) if self.kind == "gpt" else None
 
     def build(self, device: torch.device, checkpoint: bool = False) -> nn.Module:
         """The model with weights from SEED; `checkpoint` recomputes activations per block (GPT) or stage (CNN)."""
@@ -67,6 +64,15 @@ class ModelSpec:
         images = torch.randn(size, 3, config.image_size, config.image_size, generator=gen)
         labels = torch.randint(config.num_classes, (size,), generator=gen)
         return images.to(device), labels.to(device)
+
+
+@functools.cache
+def _gpt_flops_per_sequence(preset: str) -> float:
+    """N counted on the meta device (no memory), once per preset."""
+    config = GPTConfig.preset(preset, padded=True)
+    with torch.device("meta"):
+        n = GPT(config).n_params(non_embedding=True)
+    return float(gpt_flops_per_token(config, n) * config.block_size)
 
 
 def parse(name: str) -> ModelSpec:
