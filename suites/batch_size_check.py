@@ -16,21 +16,22 @@ MODEL = "gpt2-124m"
 SEARCHES = (("fp32", "off"), ("amp_bf16", "off"), ("amp_bf16", "block"))
 
 
-def _found(path: Path) -> dict[tuple[str, str], dict]:
+def _found(path: Path, model: str) -> dict[tuple[str, str], dict]:
     entries = json.loads(path.read_text()).get("benchmarks", [])
     return {(e["params"]["precision"], e["params"]["checkpoint"]): e["extra_info"] for e in entries
-            if e.get("params", {}).get("lever") == "max_batch" and e["params"].get("model") == MODEL}
+            if e.get("params", {}).get("lever") == "max_batch" and e["params"].get("model") == model}
 
 
-def largest_batches(out: Path) -> list[Row]:
+def largest_batches(out: Path, model: str = MODEL) -> list[Row]:
+    """One row per search, in the order the recipe's levers should raise the largest batch."""
     path = out / "batch_size.json"
     if not path.exists():
         return [Row("largest batch", "batch_size.json not written", "run left out or failed", "", None)]
-    found = _found(path)
+    found = _found(path, model)
     rows, previous = [], 0
     for precision, checkpoint in SEARCHES:
         info = found.get((precision, checkpoint))
-        check = f"largest batch {MODEL} seq 1024 {precision} checkpoint {checkpoint}"
+        check = f"largest batch {model} {precision} checkpoint {checkpoint}"
         if info is None:
             rows.append(Row(check, "max_batch", "not measured", "a search result", False))
             continue

@@ -155,3 +155,14 @@ def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
     assert plot_batch._largest(frame, "gpt-tiny", frame["device"].iloc[0]) == {"fp32": 23, "amp_bf16": 28}
     assert plot_batch.plots(load([DATA / "run_cpu_quick.json"]), tmp_path / "none") == []
 
+
+
+def test_gpu_check_rows_from_a_real_run(tmp_path):
+    """gpu_check's rows read the searches of a run (here the tiny GPT of a CPU run, saved as batch_size.json)."""
+    from suites.batch_size_check import largest_batches
+
+    assert largest_batches(tmp_path)[0].ok is None  # nothing run: not a failure of the check
+    (tmp_path / "batch_size.json").write_text((DATA / "batch_size_cpu_quick.json").read_text())
+    rows = largest_batches(tmp_path, model="gpt-tiny")
+    assert [r.value.split()[0] for r in rows] == ["23", "28", "37"] and all(r.ok for r in rows)
+    assert [r.value for r in largest_batches(tmp_path)] == ["not measured"] * 3  # no GPT-2 124M in a CPU run
