@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from suites.cases import Case, Workload
-from suites.memory import cpu_peak_bytes
+from suites.memory import cpu_memory_info, cpu_peak_bytes
 from suites.model_spec import ModelSpec
 from suites.runner import is_oom
 from suites.train_step import PEAK_DTYPE, TrainStep, make_optimizer, make_step
@@ -220,7 +220,8 @@ def _workload(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, dev
         raise torch.OutOfMemoryError(reason)
     trainee = built[0]
     tokens = spec.tokens_per_sample
-    info = info | {"step_peak_bytes": peak, "samples_per_step": batch}
+    # peak_mem_bytes, as the runner reports it on CUDA: one step's own peak above the resident weights and state
+    info = info | cpu_memory_info(trainee, device) | {"step_peak_bytes": peak, "samples_per_step": batch}
     if budget is not None:
         info["mem_budget_bytes"] = budget
     if tokens:

@@ -90,6 +90,7 @@ def test_sweep_case_over_budget_is_recorded_as_oom():
     fits = run_case(batch_size.sweep_case(GPT, "fp32", 2, "quick", budget=None), CPU, SMOKE)
     assert fits.status == "ok" and fits.extra_info["step_peak_bytes"] <= batch_size.PROFILES["quick"].cpu_budget
     assert fits.extra_info["tokens_per_s"] > 0 and fits.extra_info["samples_per_step"] == 2
+    assert 0 < fits.extra_info["peak_mem_bytes"] < fits.extra_info["step_peak_bytes"]
 
 
 def test_bad_budget_is_a_one_line_usage_error():
