@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
 from suites import memory_budget
-from suites.cases import Case, Unsupported, Workload
+from suites.cases import Case, Unsupported, Workload, align_class
 from suites.data import EncodedImages, image_loader, token_batches
 from suites.memory_budget import MemoryBudget
 from suites.models import GPT, CNNConfig, GPTConfig, ResNet, gpt_flops_per_token
@@ -431,6 +431,7 @@ def _params(model: str, lever: str, levers: Levers) -> dict[str, str]:
 def gpt_case(profile: Profile, lever: str, label: str, levers: Levers) -> Case:
     params = _params(GPTConfig.preset(profile.gpt).name, lever, levers) | {
         "vocab": str(gpt_config(profile, levers).vocab_size),
+        "align": align_class(gpt_config(profile, levers).vocab_size),  # of the head's vocabulary dimension
         "weights": "bf16+fp32_master" if levers.master_weights else "fp32"}
 
     def build(device: torch.device) -> Workload:
