@@ -21,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from suites import memory_budget
 from suites.cases import Case, Unsupported, Workload, align_class
 from suites.data import EncodedImages, image_loader, token_batches
+from suites.memory import cpu_memory_info
 from suites.memory_budget import MemoryBudget
 from suites.models import GPT, CNNConfig, GPTConfig, ResNet, gpt_flops_per_token
 from suites.precision import tf32_unsupported
@@ -316,6 +317,7 @@ def _memory_and_flops(eager: TrainStep, trainee: _Trainee, device: torch.device)
     info["saved_activation_bytes"] = memory_budget.saved_activation_bytes(lambda: eager.forward(*batch))
     if device.type == "cuda":
         info |= _cuda_memory(eager, batch, device)
+    info |= cpu_memory_info(lambda: eager(*batch), device)  # CPU: peak_mem_bytes of one step (CUDA: the runner's)
     info["flops_counted"] = counted = counted_flops(eager, *batch)
     if trainee.formula_flops:
         info |= {"flops_formula": trainee.formula_flops, "flops_ratio": counted / trainee.formula_flops}

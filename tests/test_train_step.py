@@ -160,6 +160,7 @@ def test_a_gpt_case_measures_a_step_and_reports_its_figures():
     assert info["tokens_per_s"] == pytest.approx(8 * 64 * info["samples_per_s"] / 8)
     assert info["flops_formula"] == case.flops and 0.5 < info["flops_ratio"] <= 1.0
     assert info["tflops"] > 0 and "mfu" not in info  # no honest CPU peak: MFU is left out
+    assert info["peak_mem_bytes"] > info["saved_activation_bytes"] > 0  # a step needs more than what it saves
     assert info["scaler_skipped_steps"] == 0
 
 
