@@ -153,7 +153,7 @@ def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
     written = plot_batch.plots(frame, tmp_path)
     assert [p.name for p in written] == [f"batch_size_gpt-tiny_{plot_batch._slug(frame['device'].iloc[0])}.png"]
     assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert plot_batch._largest(frame, "gpt-tiny", frame["device"].iloc[0]) == {"fp32": 23, "amp_bf16": 28}
+    assert plot_batch._largest(frame, "gpt-tiny", frame["device"].iloc[0]) == {"fp32": 10, "amp_bf16": 12}
     assert plot_batch.plots(load([DATA / "run_cpu_quick.json"]), tmp_path / "none") == []
 
 
@@ -165,5 +165,5 @@ def test_gpu_check_rows_from_a_real_run(tmp_path):
     assert largest_batches(tmp_path)[0].ok is None  # nothing run: not a failure of the check
     (tmp_path / "batch_size.json").write_text((DATA / "batch_size_cpu_quick.json").read_text())
     rows = largest_batches(tmp_path, model="gpt-tiny")
-    assert [r.value.split()[0] for r in rows] == ["23", "28", "37"] and all(r.ok for r in rows)
+    assert [r.value.split()[0] for r in rows] == ["10", "12", "17"] and all(r.ok for r in rows)
     assert [r.value for r in largest_batches(tmp_path)] == ["not measured"] * 3  # no GPT-2 124M in a CPU run
