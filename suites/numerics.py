@@ -8,8 +8,9 @@ Each check is a case whose figures are in `extra_info` and whose timed work (`Wo
   the loss scaler's 2^16; `activation_overflow`: large activations cast and squared in float16 vs bfloat16.
 - `lost_updates`: a weight of 1.0 updated by 1e-4 for 1000 steps, stored in 16 bits or with an FP32 master copy.
 - `loss_scaler`: torch.amp.GradScaler with an injected inf gradient: the skipped step, the halved scale, the growth.
-- `parity`: the GPT trained from one seed in fp32, amp_bf16 and amp_fp16; a held-out loss after training off
-  fp32's by more than PARITY_TOLERANCE of the progress fp32 made on it fails the case.
+- `parity`: the GPT trained from one seed in amp_bf16 and amp_fp16 against the same training in fp32 (the
+  reference, trained once); a held-out loss after training off fp32's by more than PARITY_TOLERANCE of the
+  progress fp32 made on it fails the case.
 - `autocast_audit` (suites/autocast_audit.py): the dtype every aten operation of a training step ran in, checked
   against the recipe's rule; a breach is flagged in extra_info and printed, a matmul in float32 or a softmax in
   16-bit fails the case.
@@ -42,7 +43,7 @@ FORMATS: dict[str, torch.dtype] = {
 NO_INF = {"float8_e4m3fn"}  # the "fn" format has NaN but no infinity: overflow is NaN or saturation
 
 LOSS_SCALE = 2.0**16  # GradScaler's default initial scale
-PARITY_TOLERANCE = 0.05  # |loss - loss_fp32| / (loss_0 - loss_fp32): 5% of the progress fp32 made
+PARITY_TOLERANCE = 0.05  # |loss - loss_fp32| / (loss_before - loss_fp32) on the held-out batch
 
 
 class CheckFailed(Exception):
@@ -178,8 +179,8 @@ def _build_activation_overflow(dtype: str, device: torch.device) -> Workload:
 LOST_UPDATE = {"start": 1.0, "update": 1e-4, "steps": 1000}
 
 
-def accumulate(dtype: torch.dtype, master: bool, device: torch.device, start: float = 1.0, update: float = 1e-4,
-               steps: int = 1000) -> tuple[float, float]:
+def accumulate(dtype: torch.dtype, master: bool, device: torch.device, start: float = LOST_UPDATE["start"],
+               update: float = LOST_UPDATE["update"], steps: int = LOST_UPDATE["steps"]) -> tuple[float, float]:
     """(weight in `dtype`, master) after `steps` additions of `update`: to the weight itself, or to a float32
     master copy that the 16-bit weight is re-cast from after each step (master = the weight when not `master`)."""
     weight = torch.full((1,), start, dtype=dtype, device=device)
@@ -214,7 +215,10 @@ class ScalerStep:
     skipped: bool
 
 
-def scaler_steps(device: torch.device, growth_interval: int = 3, inject_at: int = 0) -> list[ScalerStep]:
+GROWTH_INTERVAL = 3  # clean steps before the scaler doubles its scale (GradScaler's default is 2000)
+
+
+def scaler_steps(device: torch.device, growth_interval: int = GROWTH_INTERVAL, inject_at: int = 0) -> list[ScalerStep]:
     """A GradScaler run on a linear model with an inf gradient injected at step `inject_at`: that step must be
     skipped and the scale halved; `growth_interval` clean steps later the scale doubles."""
     gen = torch.Generator().manual_seed(0)
@@ -240,7 +244,7 @@ def scaler_steps(device: torch.device, growth_interval: int = 3, inject_at: int 
 def _build_loss_scaler(device: torch.device) -> Workload:
     def run() -> dict:
         steps = scaler_steps(device)
-        return {"growth_interval": 3, "steps": [asdict(s) for s in steps],
+        return {"growth_interval": GROWTH_INTERVAL, "steps": [asdict(s) for s in steps],
                 "scale_history": [steps[0].scale_before] + [s.scale_after for s in steps],
                 "skipped_steps": [s.step for s in steps if s.skipped]}
 
@@ -299,7 +303,7 @@ def _build_parity(model: Model, precision: str, device: torch.device) -> Workloa
     def run() -> dict:
         figures = parity_figures(parity_run(model, precision, device), reference)
         if not figures["parity_rel"] <= PARITY_TOLERANCE:
-            raise CheckFailed(f"{precision}: final loss {figures['loss']:.5g} vs fp32's {figures['loss_fp32']:.5g} "
+            raise CheckFailed(f"{precision}: held-out loss {figures['loss']:.5g} vs fp32's {figures['loss_fp32']:.5g} "
                               f"is {figures['parity_rel']:.1%} of fp32's progress (tolerance {PARITY_TOLERANCE:.0%})")
         return figures
 

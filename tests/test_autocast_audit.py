@@ -3,6 +3,7 @@ a softmax in 16-bit; and it must catch both when they happen."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,9 @@ from suites.model_spec import ModelSpec
 from suites.runner import run_case
 from suites.session import SMOKE
 from suites.train_step import make_optimizer, make_step
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
@@ -86,9 +90,10 @@ def test_cnn_mean_is_flagged_in_the_case(recwarn):
 
 
 def test_cli_prints_the_table_and_rejects_bad_input():
+    env = os.environ | {"OMP_NUM_THREADS": "1"}  # as the one_thread fixture, for the child process
     ok = subprocess.run([sys.executable, "-m", "suites.autocast_audit", "--model", "gpt-tiny"], cwd=ROOT,
-                        capture_output=True, text=True)
+                        capture_output=True, text=True, env=env)
     assert ok.returncode == 0 and "| forward  | addmm" in ok.stdout and "no violations" in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "suites.autocast_audit", "--model", "gpt-huge"], cwd=ROOT,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown GPT preset" in bad.stderr

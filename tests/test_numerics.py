@@ -21,6 +21,9 @@ from suites.numerics import (
 )
 from suites.runner import run_case
 from suites.session import SMOKE
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 CPU = torch.device("cpu")
 
