@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -109,7 +110,7 @@ def _quick_gpt_run(json_path: Path, select: str) -> tuple[float, dict]:
     proc = subprocess.run([sys.executable, "-m", "pytest", "bench/test_batch_size.py", "-k", select,
                            "--benchmark-only", "--device", "cpu", "--bench-profile", "quick", "-q",
                            "-p", "no:cacheprovider", f"--benchmark-json={json_path}"],
-                          cwd=ROOT, capture_output=True, text=True)
+                          cwd=ROOT, capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
     seconds = time.perf_counter() - start
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return seconds, json.loads(json_path.read_text())
@@ -122,11 +123,11 @@ def _largest(data: dict) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_quick_profile_for_the_tiny_gpt(tmp_path):
-    """The issue's must-show: sweep and searches of the tiny GPT in under 2 minutes (on an idle 2-core machine;
-    the bound here is generous for a shared one), and the same answer when a search runs again in a fresh
-    process."""
+    """The issue's must-show: sweep and searches of the tiny GPT in under 2 minutes, and the same answer when a
+    search runs again in a fresh process. The runs use one intra-op thread (see tests/single_thread.py), which
+    keeps this test fast and steady on a shared machine; docs/batch_size.md gives the default two-thread time."""
     seconds, data = _quick_gpt_run(tmp_path / "first.json", "gpt-tiny")
-    assert seconds < 180
+    assert seconds < 120
     sweep = [b for b in data["benchmarks"] if b["params"]["lever"] == "batch"]
     assert {b["params"]["precision"] for b in sweep} == {"fp32", "amp_bf16"}
     assert all(b["extra_info"]["step_peak_bytes"] <= b["extra_info"]["mem_budget_bytes"] for b in sweep)
