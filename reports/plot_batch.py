@@ -2,8 +2,8 @@
 
 Reads the `train_step` rows of the batch sweep (`lever` = `batch`): throughput is tokens/s where the model has
 tokens (the GPT), else samples/s; peak memory is `step_peak_bytes`. The largest batch each precision's search
-found (`lever` = `max_batch`, checkpointing off) is marked on the memory panel where the results hold it. One
-PNG per model and device.
+found (`lever` = `max_batch`, checkpointing off) and the memory budget (CPU runs) are marked on the memory panel
+where the results hold them. One PNG per model and device.
 """
 
 from __future__ import annotations
@@ -41,18 +41,20 @@ def _slug(text: str) -> str:
 def _draw(rows: pd.DataFrame, largest: dict[str, int], title: str, path: Path) -> Path:
     tokens = "tokens_per_s" in rows and rows["tokens_per_s"].notna().all()
     figure = "tokens_per_s" if tokens else "samples_per_s"
+    unit, scale = ("GiB", 2**30) if rows["step_peak_bytes"].max() >= 2**30 else ("MiB", 2**20)
     fig, (speed, memory) = plt.subplots(1, 2, figsize=(11, 4.2))
     for precision, line in rows.groupby("precision"):
         line = line.groupby("batch")[[figure, "step_peak_bytes"]].median().sort_index()
         speed.plot(line.index, line[figure], marker="o", label=precision)
-        drawn = memory.plot(line.index, line["step_peak_bytes"] / 2**30, marker="o", label=precision)
+        drawn = memory.plot(line.index, line["step_peak_bytes"] / scale, marker="o", label=precision)
         if precision in largest:
             memory.axvline(largest[precision], color=drawn[0].get_color(), linestyle=":",
                            label=f"{precision}: largest batch {largest[precision]}")
-    speed.set(xscale="log", xlabel="batch size (samples)", ylabel=figure.replace("_per_s", "/s"),
-              title="throughput")
-    memory.set(xscale="log", xlabel="batch size (samples)", ylabel="peak memory of a step (GiB)",
-               title="peak memory")
+    if "mem_budget_bytes" in rows and rows["mem_budget_bytes"].notna().any():
+        budget = rows["mem_budget_bytes"].max()
+        memory.axhline(budget / scale, color="gray", linestyle="--", label=f"budget {budget / scale:.4g} {unit}")
+    speed.set(xlabel="batch size (samples)", ylabel=figure.replace("_per_s", "/s"), title="throughput")
+    memory.set(xlabel="batch size (samples)", ylabel=f"peak memory of a step ({unit})", title="peak memory")
     for axes in (speed, memory):
         axes.set_xscale("log", base=2)
         axes.grid(True, which="both", alpha=0.3)
