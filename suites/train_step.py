@@ -226,8 +226,8 @@ CNN_VARIANTS: list[tuple[str, str, Levers]] = [
 def _support(levers: Levers, lever: str, profile: Profile, device: torch.device) -> str | None:
     """Why this device cannot run the settings, or None."""
     cuda = device.type == "cuda"
-    if levers.precision == "tf32" and tf32_unsupported(device):
-        return tf32_unsupported(device)
+    if levers.precision == "tf32" and (reason := tf32_unsupported(device)):
+        return reason
     if levers.pin_memory and not cuda:
         return "pin_memory speeds host-to-GPU copies; without a CUDA device there is no copy to speed up"
     if levers.compile and not cuda and not profile.cpu_compile_all and lever != "all_on":
