@@ -50,11 +50,14 @@ FLOAT32_OPS = SOFTMAX_OPS | {
 
 
 def is_matmul(op: str) -> bool:
+    """A matrix multiplication, convolution or fused attention kernel (forward or backward)."""
     return op in MATMUL_OPS or op.startswith(MATMUL_PREFIXES)
 
 
 @dataclass(frozen=True)
 class OpCall:
+    """One aten call as the recorder saw it."""
+
     phase: str  # forward, backward, step
     op: str
     ran_in: str | None
@@ -124,6 +127,8 @@ def summarize(calls: list[OpCall]) -> list[OpSummary]:
 
 @dataclass(frozen=True)
 class Violation:
+    """An operation that ran outside the rule, and the rule it broke."""
+
     phase: str
     op: str
     ran_in: str
@@ -167,6 +172,8 @@ def autocast_support(dtype: str, device: torch.device) -> str | None:
 
 @dataclass
 class Audit:
+    """The per-operation summary of one step and the rule's breaches in it."""
+
     summary: list[OpSummary]
     violations: list[Violation]
 
