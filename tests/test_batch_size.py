@@ -171,3 +171,10 @@ def test_gpu_check_rows_from_a_real_run(tmp_path):
     rows = largest_batches(tmp_path, model="gpt-tiny")
     assert [r.value.split()[0] for r in rows] == ["10", "12", "17"] and all(r.ok for r in rows)
     assert [r.value for r in largest_batches(tmp_path)] == ["not measured"] * 3  # no GPT-2 124M in a CPU run
+
+
+def test_plot_command_lists_the_batch_plot(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "reports", "plot", str(DATA / "batch_size_cpu_quick.json"), "-o",
+                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert [Path(line).name for line in proc.stdout.split()] == ["batch_size_gpt-tiny_AMD-EPYC-2-threads.png"]
