@@ -24,7 +24,7 @@ from tabulate import tabulate
 from reports.errors import InputError
 from reports.history import slug
 from reports.load import load, output_dir
-from reports.table import AXES, format_time
+from reports.table import axes_of, format_time
 
 FIGURES = ["system", "time", "tflops", "pct_peak", "speedup"]
 
@@ -80,7 +80,7 @@ def shared(rows: pd.DataFrame) -> pd.DataFrame:
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
     """The readable columns of side_by_side for one group: its axes, the system, and the figures."""
-    axes = [c for c in AXES if c in rows and rows[c].notna().any()] or ["name"]
+    axes = axes_of(rows)
     shown = rows.assign(time=rows["median_s"].map(format_time))
     figures = [c for c in FIGURES if c in shown and shown[c].notna().any()]
     result = shown[axes + figures].astype(object)

@@ -16,12 +16,15 @@ FIGURES = ["time", "tflops", "pct_peak", "gbps", "samples_per_s", "tokens_per_s"
 
 
 def axes_of(frame: pd.DataFrame) -> list[str]:
-    """The param columns of the group's cases, first-seen order; `name` for files that record no params."""
+    """The param columns of the group's cases, first-seen order; `name` first when some case records no params
+    (other projects' files), so every row stays identifiable."""
     names: dict[str, None] = {}
     for text in frame.get("param_names", pd.Series(dtype=object)).dropna():
         names.update(dict.fromkeys(n for n in str(text).split(",") if n))
     axes = [n for n in names if n in frame and frame[n].notna().any()]
-    return axes or ["name"]
+    if not axes or frame[axes].isna().all(axis=1).any():
+        return ["name", *axes]
+    return axes
 
 
 def format_time(seconds: float) -> str:
