@@ -17,6 +17,8 @@ OFF = {"off", "none", "no", "false", "0", "eager", "disabled"}
 # Params that name the experiment rather than a setting (train_step's `lever`: "baseline", "precision", ...):
 # the twin of a case differs in it, so it never keys a pair.
 NOT_AXES = {"lever"}
+# Experiments whose cases are not like for like: a largest-batch search times each case at its own batch size.
+UNPAIRED_LEVERS = {"max_batch"}
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,8 @@ def _resolve(values: list, baseline: str | None, variant: str | None) -> tuple |
 def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """Baseline and variant figures of the cases that differ only in the spec's axis (one row per pair)."""
     rows = rows[(rows["group"] == spec.group) & (rows.get("status") == "ok")]
+    if "lever" in rows:
+        rows = rows[~rows["lever"].isin(UNPAIRED_LEVERS)]
     if spec.layers and "layer" in rows:
         rows = rows[rows["layer"].astype(str).str.contains(spec.layers, regex=True)]
     if spec.axis not in rows or spec.figure not in rows or rows.empty:

@@ -147,6 +147,16 @@ def test_train_step_levers_pair_cases_that_name_different_experiments():
     assert bf16.ratio == pytest.approx(3.0) and bf16.pairs == 1
 
 
+def test_largest_batch_searches_are_never_paired():
+    """Each max_batch case is timed at its own largest batch: checkpoint off vs block is not like for like."""
+    rows = load([DATA / "batch_size_cpu_quick.json"])
+    assert set(rows["lever"]) >= {"batch", "max_batch"}
+    checkpoint = [e for e in levers.effects(rows) if e.lever == "activation checkpointing"]
+    assert checkpoint and all(e.pairs == 0 for e in checkpoint)
+    with_search_only = rows[rows["lever"] == "max_batch"]
+    assert all(levers.pairs(with_search_only, spec).empty for spec in levers.SPECS)
+
+
 def test_a_failing_plotter_costs_the_page_only_its_own_plots(tmp_path, monkeypatch, capsys):
     class Broken:
         __name__ = "reports.plot_broken"
