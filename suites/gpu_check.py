@@ -41,33 +41,39 @@ class Row:
     ok: bool | None
 
 
-PYTEST_RUNS: list[PytestRun] = [PytestRun("matmul", ("bench/test_matmul.py",))]
-# Issue 5: profiler traces of one matmul in three precisions (read by suites.profiling_check).
-PYTEST_RUNS.append(PytestRun("trace", ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
-                                       "bfloat16,tf32,float32", "--trace-dir", "{out}/traces")))
-# Issue 3: flash and naive attention, bfloat16, head dim 128, at 4k and 16k tokens (read by suites.attention_check).
-PYTEST_RUNS.append(PytestRun("attention", ("bench/test_attention.py", "-k",
-                                           "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)")))
-# Issue 3: the 3x3 convolutions at 56x56, float32 and bfloat16, both memory formats (read by suites.conv_check).
-PYTEST_RUNS.append(PytestRun("conv", ("bench/test_conv.py", "-k",
-                                      "k3s1 and x56x56 and (bfloat16 or float32) and fwd_bwd")))
-# Issue 4: GPT-2 124M training step in four precisions, compile off and on (read by suites.train_step_check).
-PYTEST_RUNS.append(PytestRun("train_step", ("bench/test_train_step.py", "-k", "gpt2-124m and (baseline or precision)")))
-# Issue 4 numerics (parity of the small GPT in three precisions, audits of GPT-2 124M and ResNet-50: ~1 min) and
-# issue 7: largest batch of GPT-2 124M at seq 1024, fp32, amp_bf16 and amp_bf16 + checkpointing (~3 min).
-PYTEST_RUNS.append(PytestRun("numerics", ("bench/test_numerics.py",)))
-PYTEST_RUNS.append(PytestRun("batch_size", ("bench/test_batch_size.py", "-k",
-                                            "max_batch and gpt2-124m and (checkpoint-off or amp_bf16)")))
+PYTEST_RUNS: list[PytestRun] = [
+    # Issue 2: the full matmul profile (read by suites.crosscheck).
+    PytestRun("matmul", ("bench/test_matmul.py",)),
+    # Issue 5: profiler traces of one matmul in three precisions (read by suites.profiling_check).
+    PytestRun("trace", ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes", "bfloat16,tf32,float32",
+                        "--trace-dir", "{out}/traces")),
+    # Issue 3: flash and naive attention, bfloat16, head dim 128, at 4k and 16k tokens (suites.attention_check).
+    PytestRun("attention", ("bench/test_attention.py", "-k",
+                            "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)")),
+    # Issue 3: the 3x3 convolutions at 56x56, float32 and bfloat16, both memory formats (suites.conv_check).
+    PytestRun("conv", ("bench/test_conv.py", "-k", "k3s1 and x56x56 and (bfloat16 or float32) and fwd_bwd")),
+    # Issue 4: GPT-2 124M training step in four precisions, compile off and on (suites.train_step_check).
+    PytestRun("train_step", ("bench/test_train_step.py", "-k", "gpt2-124m and (baseline or precision)")),
+    # Issue 4 numerics (parity of the small GPT in three precisions, audits of GPT-2 124M and ResNet-50: ~1 min).
+    PytestRun("numerics", ("bench/test_numerics.py",)),
+    # Issue 7: largest batch of GPT-2 124M at seq 1024: fp32, amp_bf16, amp_bf16 + checkpointing (~3 min).
+    PytestRun("batch_size", ("bench/test_batch_size.py", "-k",
+                             "max_batch and gpt2-124m and (checkpoint-off or amp_bf16)")),
+]
 
 # "module:function" names; each function takes the --out directory (where the PYTEST_RUNS' JSON files are)
 # and returns rows for the table.
-CROSS_CHECKS: list[str] = ["suites.crosscheck:matmul_do_bench_check"]
-CROSS_CHECKS += ["suites.profiling_check:trace_tensor_cores", "suites.profiling_check:telemetry_of_run",
-                 "suites.profiling_check:sampler_cost"]
-CROSS_CHECKS += ["suites.attention_check:flash_vs_naive", "suites.attention_check:flash_do_bench",
-                 "suites.conv_check:formats_and_dtypes"]
-CROSS_CHECKS += ["suites.train_step_check:gpt2_grid"]
-CROSS_CHECKS += ["suites.batch_size_check:largest_batches"]
+CROSS_CHECKS: list[str] = [
+    "suites.crosscheck:matmul_do_bench_check",
+    "suites.profiling_check:trace_tensor_cores",
+    "suites.profiling_check:telemetry_of_run",
+    "suites.profiling_check:sampler_cost",
+    "suites.attention_check:flash_vs_naive",
+    "suites.attention_check:flash_do_bench",
+    "suites.conv_check:formats_and_dtypes",
+    "suites.train_step_check:gpt2_grid",
+    "suites.batch_size_check:largest_batches",
+]
 
 
 def load_check(name: str) -> Callable[[Path], list[Row]]:
