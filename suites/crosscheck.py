@@ -35,7 +35,8 @@ def ours_vs_torch_benchmark(case: Case, device: torch.device, rule: StopRule = C
     ours, theirs = [], []
     with float32_mode(case.tf32):
         fn = case.build(device).fn
-        timer = tub.Timer(stmt="fn()", globals={"fn": fn})
+        # Timer runs on one thread unless told otherwise; ours runs on the threads torch is set to use.
+        timer = tub.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
         for _ in range(rounds):
             ours.append(measure(fn, device, rule).median_s)
             theirs.append(timer.blocked_autorange(min_run_time=rule.min_time_s).median)
@@ -79,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     parser.add_argument("--profile", default="quick", choices=["quick", "full"])
     parser.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated (default: float32,bfloat16)")
+    parser.add_argument("--threads", type=int, help="torch threads for both timers (default: torch's default)")
     parser.add_argument("--tolerance", type=float, default=0.05, help="allowed |ratio - 1| (default: 0.05)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     dtypes = args.dtypes.split(",")
     cases = [c for c in matmul.cases(args.profile) if c.params["dtype"] in dtypes and c.params["layer"] == "square"]

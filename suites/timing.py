@@ -11,6 +11,7 @@ the launch latency of an idle GPU stays out of the window. On CPU the same rules
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Callable
@@ -177,10 +178,16 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     else:
         sampler = _wall_sampler(run, reps)
     samples: list[float] = []
-    start = time.perf_counter()
-    while True:
-        samples.append(sampler())
-        stop, converged = should_stop(samples, reps, time.perf_counter() - start, rule)
-        if stop:
-            break
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # as timeit does: a collection pause is the interpreter's, not the workload's
+    try:
+        start = time.perf_counter()
+        while True:
+            samples.append(sampler())
+            stop, converged = should_stop(samples, reps, time.perf_counter() - start, rule)
+            if stop:
+                break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return Measurement(samples, timer, reps, converged, rel_iqr(samples), warmup_calls, bool(cold and cuda), notes)
