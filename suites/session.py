@@ -69,6 +69,8 @@ def from_config(config: pytest.Config) -> BenchSession:
         device = devices.resolve(config.getoption("bench_device"))
     except devices.DeviceError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")))
 
 
