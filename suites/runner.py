@@ -152,13 +152,28 @@ def _measure_and_check(case: Case, workload: Workload, device: torch.device, rul
     info |= _measurement_info(m) | throughput_info(case, m.median_s, peak_flops)
     if workload.rates is not None:
         info |= workload.rates(m.median_s, peak_flops)
-    status, reason = "ok", None
-    if workload.error_rel is not None:
-        info["error_rel"] = err = workload.error_rel()
-        if case.tolerance is not None:
-            info["tolerance"] = case.tolerance
-            if not err <= case.tolerance:
-                status, reason = "error", f"error_rel {err:.3g} exceeds the {case.tolerance:g} tolerance"
+    status, reason = check(case, workload, info)
     for ext in extensions:
         info |= ext.after(case, workload, device)
     return CaseResult(case, status, reason, m, info)
+
+
+def check(case: Case, workload: Workload, info: dict) -> tuple[str, str | None]:
+    """(status, reason) of the float64 comparison, filling `error_rel` and `tolerance` into info.
+
+    The timing is already taken: a check that fails to run (its float64 reference out of memory, say) makes the
+    case an error with that reason, and the measurement is kept.
+    """
+    if workload.error_rel is None:
+        return "ok", None
+    try:
+        info["error_rel"] = err = workload.error_rel()
+    except Exception as exc:  # the boundary: a failing check must not lose the measurement
+        _release(torch.device(info["device"]))
+        return "error", f"correctness check did not run ({_first_line(exc)}); the timing is kept"
+    if case.tolerance is None:
+        return "ok", None
+    info["tolerance"] = case.tolerance
+    if not err <= case.tolerance:
+        return "error", f"error_rel {err:.3g} exceeds the {case.tolerance:g} tolerance"
+    return "ok", None

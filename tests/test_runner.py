@@ -67,6 +67,23 @@ def test_result_outside_tolerance_is_an_error_but_keeps_the_timing():
     assert result.measurement is not None and result.extra_info["error_rel"] == 0.5
 
 
+def test_a_check_that_cannot_run_is_an_error_that_keeps_the_timing():
+    a = torch.randn(64, 64)
+
+    def reference_out_of_memory() -> float:
+        torch.empty(2**50, dtype=torch.float64)  # the float64 reference does not fit
+        return 0.0
+
+    def build(device):
+        return Workload(fn=lambda: a @ a, error_rel=reference_out_of_memory)
+
+    result = run_case(_case(build, tolerance=1e-3), CPU, RULE)
+    assert result.status == "error"
+    assert "correctness check did not run" in result.reason and "can't allocate memory" in result.reason
+    assert result.measurement is not None and result.extra_info["tflops"] > 0
+    assert "error_rel" not in result.extra_info
+
+
 def test_ok_case_has_the_design_card_fields():
     info = run_case(SMALL, CPU, RULE).extra_info
     for key in ("suite", "case", "device", "timer", "status", "flops", "bytes", "tflops", "gbps", "converged",
