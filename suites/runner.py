@@ -51,11 +51,15 @@ _ALLOC = re.compile(r"(?:Tried to allocate|you tried to allocate) ([\d.]+) ?(B|K
 _UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
+# How an allocation failure reads when it does not come as torch.OutOfMemoryError: the CPU allocator, and cuBLAS or
+# cuDNN failing to get their workspace from a full GPU.
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
+
+
 def is_oom(exc: BaseException) -> bool:
-    """CUDA's OutOfMemoryError, or a CPU allocator failure (which surfaces as a RuntimeError)."""
-    text = str(exc)
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower() or (
-        "can't allocate memory" in text)
+    """An allocation failure of any allocator: a result (the case does not fit), not an error of the code."""
+    text = str(exc).lower()
+    return isinstance(exc, torch.OutOfMemoryError) or any(marker in text for marker in _OOM_MARKERS)
 
 
 def requested_bytes(exc: BaseException) -> int | None:

@@ -6,7 +6,7 @@ import torch
 
 from suites import matmul
 from suites.cases import Case, Unsupported, Workload
-from suites.runner import Extension, requested_bytes, run_case
+from suites.runner import Extension, is_oom, requested_bytes, run_case
 from suites.timing import StopRule
 
 CPU = torch.device("cpu")
@@ -34,6 +34,12 @@ def test_out_of_memory_is_a_result_with_the_request_and_the_run_goes_on():
 def test_cuda_allocator_message_is_parsed():
     msg = "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.11 GiB"
     assert requested_bytes(RuntimeError(msg)) == 20 * 2**30
+
+
+def test_library_workspace_failures_count_as_out_of_memory():
+    assert is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
+    assert is_oom(RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"))
+    assert not is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED"))
 
 
 def test_unsupported_keeps_its_reason():
