@@ -430,19 +430,27 @@ def _params(model: str, lever: str, levers: Levers) -> dict[str, str]:
             "sync": "item" if levers.sync else "none"}
 
 
+def _supported_build(builder: Callable[[Profile, Levers, torch.device], Workload], profile: Profile, lever: str,
+                     levers: Levers) -> Callable[[torch.device], Workload]:
+    """A Case.build that first says why this device cannot run the levers (Unsupported), then builds."""
+
+    def build(device: torch.device) -> Workload:
+        reason = _support(levers, lever, profile, device)
+        if reason:
+            raise Unsupported(reason)
+        return builder(profile, levers, device)
+
+    return build
+
+
 def gpt_case(profile: Profile, lever: str, label: str, levers: Levers) -> Case:
     params = _params(GPTConfig.preset(profile.gpt).name, lever, levers) | {
         "vocab": str(gpt_config(profile, levers).vocab_size),
         "align": align_class(gpt_config(profile, levers).vocab_size),  # of the head's vocabulary dimension
         "weights": "bf16+fp32_master" if levers.master_weights else "fp32"}
 
-    def build(device: torch.device) -> Workload:
-        reason = _support(levers, lever, profile, device)
-        if reason:
-            raise Unsupported(reason)
-        return _build_gpt(profile, levers, device)
-
-    return Case(suite=SUITE, id=f"{SUITE}/{params['model']}/{lever}/{label}", params=params, build=build,
+    return Case(suite=SUITE, id=f"{SUITE}/{params['model']}/{lever}/{label}", params=params,
+                build=_supported_build(_build_gpt, profile, lever, levers),
                 flops=gpt_formula_flops(profile, levers), peak_dtype=PEAK_DTYPE[levers.precision],
                 tf32=levers.precision == "tf32")
 
@@ -453,13 +461,8 @@ def cnn_case(profile: Profile, lever: str, label: str, levers: Levers) -> Case:
         "num_workers": "resident" if levers.num_workers is None else str(levers.num_workers),
         "pin_memory": _on_off(levers.pin_memory)}
 
-    def build(device: torch.device) -> Workload:
-        reason = _support(levers, lever, profile, device)
-        if reason:
-            raise Unsupported(reason)
-        return _build_cnn(profile, levers, device)
-
-    return Case(suite=SUITE, id=f"{SUITE}/{params['model']}/{lever}/{label}", params=params, build=build,
+    return Case(suite=SUITE, id=f"{SUITE}/{params['model']}/{lever}/{label}", params=params,
+                build=_supported_build(_build_cnn, profile, lever, levers),
                 peak_dtype=PEAK_DTYPE[levers.precision], tf32=levers.precision == "tf32")
 
 
