@@ -1,9 +1,12 @@
-"""pytest plugin of the suite: thin wiring of suites/ into pytest and pytest-benchmark (logic in suites/plugin.py)."""
+"""pytest plugin of the suite: thin wiring of suites/ into pytest and pytest-benchmark.
+
+The logic lives in suites/harness/plugin.py.
+"""
 
 import pytest
 
-from suites import plugin
-from suites import session as sessions
+from suites.harness import plugin
+from suites.harness import session as sessions
 
 
 def pytest_addoption(parser):

@@ -1,6 +1,7 @@
-"""Naive attention against SDPA with each backend forced, in time and memory: cases from suites/attention.py."""
+"""Naive attention against SDPA with each backend forced, in time and memory: cases from suites/ops/attention.py."""
 
-from suites import attention, plugin
+from suites.harness import plugin
+from suites.ops import attention
 
 
 def pytest_generate_tests(metafunc):

@@ -1,8 +1,9 @@
-"""Batch-size sweep and largest-batch search of the training step: cases from suites/batch_size.py."""
+"""Batch-size sweep and largest-batch search of the training step: cases from suites/training/batch_size.py."""
 
 import functools
 
-from suites import batch_size, plugin
+from suites.harness import plugin
+from suites.training import batch_size
 
 
 def pytest_generate_tests(metafunc):

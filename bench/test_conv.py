@@ -1,6 +1,7 @@
-"""Convolutions across dtypes, memory formats and passes: cases from suites/conv.py."""
+"""Convolutions across dtypes, memory formats and passes: cases from suites/ops/conv.py."""
 
-from suites import conv, plugin
+from suites.harness import plugin
+from suites.ops import conv
 
 
 def pytest_generate_tests(metafunc):

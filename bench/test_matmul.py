@@ -1,6 +1,7 @@
-"""Matmul across dtypes and alignments: cases from suites/matmul.py."""
+"""Matmul across dtypes and alignments: cases from suites/ops/matmul.py."""
 
-from suites import matmul, plugin
+from suites.harness import plugin
+from suites.ops import matmul
 
 
 def pytest_generate_tests(metafunc):

@@ -1,7 +1,8 @@
 """Numerics checks of the mixed-precision recipe (formats, underflow, lost updates, loss scaler, parity, autocast
-audit): cases from suites/numerics.py."""
+audit): cases from suites/training/numerics.py."""
 
-from suites import numerics, plugin
+from suites.harness import plugin
+from suites.training import numerics
 
 
 def pytest_generate_tests(metafunc):

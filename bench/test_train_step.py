@@ -1,6 +1,7 @@
-"""A full training step with each lever of the mixed-precision recipe: cases from suites/train_step.py."""
+"""A full training step with each lever of the mixed-precision recipe: cases from suites/training/train_step.py."""
 
-from suites import plugin, train_step
+from suites.harness import plugin
+from suites.training import train_step
 
 
 def pytest_generate_tests(metafunc):

@@ -16,8 +16,8 @@ from reports.errors import InputError
 
 COMMANDS = {
     "table": "reports.table",
-    "plot": "reports.plots",
-    "trace": "reports.trace",
+    "plot": "reports.plots.command",
+    "trace": "reports.trace.command",
     "compare": "reports.compare",
     "history": "reports.history",
     "hardware": "reports.hardware",

@@ -2,7 +2,7 @@
 
 The page holds the runs it was built from, what each lever of the recipe is worth on each device (levers.py),
 the result tables per suite and device, the devices side by side when there are several (hardware.py), and every
-suite's PNG plot (reports.plots.write_all) embedded as a base64 data URI, so the one file can be mailed or
+suite's PNG plot (reports.plots.command.write_all) embedded as a base64 data URI, so the one file can be mailed or
 opened from a downloaded artifact without its folder. Every name and param is HTML-escaped.
 """
 
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import hardware, levers, plots
+from reports import hardware, levers
 from reports.load import load, output_dir, runs, warn
+from reports.plots import command as plots
 from reports.table import group_table, not_measured
 
 STYLE = """
@@ -94,7 +95,7 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
 
 
 def suite_plots(frame: pd.DataFrame, outdir: Path) -> tuple[list[Path], list[str]]:
-    """Every plot of reports.plots.PLOTTERS, like plots.write_all but one plotter at a time, so that a plotter
+    """Every plot of reports.plots.command.PLOTTERS, like plots.write_all but one plotter at a time, so that a plotter
     that fails costs the page its own plots only: the nightly report is most needed when something broke.
     Returns the PNGs and one line per failed plotter (also warned on stderr)."""
     outdir.mkdir(parents=True, exist_ok=True)

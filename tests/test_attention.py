@@ -10,11 +10,12 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from suites import attention, attention_check
-from suites.attention import Point, Shape
-from suites.cases import Unsupported
-from suites.runner import run_case
-from suites.session import SMOKE
+from suites.checks import attention as attention_check
+from suites.core.cases import Unsupported
+from suites.core.runner import run_case
+from suites.harness.session import SMOKE
+from suites.ops import attention
+from suites.ops.attention import Point, Shape
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,7 +129,7 @@ def test_quick_memory_sweep_naive_grows_4x_and_flash_2x_per_doubling():
 
 @pytest.mark.slow
 def test_gpu_check_selection_picks_the_bf16_hd128_flash_and_naive_cases():
-    from suites.gpu_check import PYTEST_RUNS
+    from suites.checks.gpu_check import PYTEST_RUNS
 
     run = next(r for r in PYTEST_RUNS if r.name == "attention")
     proc = subprocess.run([sys.executable, "-m", "pytest", *run.args, "--collect-only", "-q", "--device", "cpu",
@@ -164,7 +165,7 @@ def _frame(cases, **columns):
 
 
 def test_plot_series_of_the_full_profile():
-    from reports import plot_attention
+    from reports.plots import attention as plot_attention
 
     found = plot_attention.series(_frame(attention.cases("full"), median_s=1e-3, peak_mem_bytes=2**20))
     fixed = [(value, part) for kind, value, part in found if kind == "batch"]
@@ -176,7 +177,7 @@ def test_plot_series_of_the_full_profile():
 
 
 def test_plots_write_a_png_per_series(tmp_path):
-    from reports import plot_attention
+    from reports.plots import attention as plot_attention
 
     frame = _frame(attention.cases("quick"), median_s=1e-3, peak_mem_bytes=2**20)
     frame.loc[frame["impl"] == "naive", "status"] = "oom"

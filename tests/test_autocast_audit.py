@@ -12,12 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from suites import autocast_audit, numerics
-from suites.autocast_audit import Auditor, DtypeRecorder, OpSummary, is_matmul, summarize, violations
-from suites.model_spec import ModelSpec
-from suites.runner import run_case
-from suites.session import SMOKE
-from suites.train_step import make_optimizer, make_step
+from suites.core.runner import run_case
+from suites.harness.session import SMOKE
+from suites.training import autocast_audit, numerics
+from suites.training.autocast_audit import Auditor, DtypeRecorder, OpSummary, is_matmul, summarize, violations
+from suites.training.model_spec import ModelSpec
+from suites.training.train_step import make_optimizer, make_step
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -91,9 +91,9 @@ def test_cnn_mean_is_flagged_in_the_case(recwarn):
 
 def test_cli_prints_the_table_and_rejects_bad_input():
     env = os.environ | {"OMP_NUM_THREADS": "1"}  # as the one_thread fixture, for the child process
-    ok = subprocess.run([sys.executable, "-m", "suites.autocast_audit", "--model", "gpt-tiny"], cwd=ROOT,
+    ok = subprocess.run([sys.executable, "-m", "suites.training.autocast_audit", "--model", "gpt-tiny"], cwd=ROOT,
                         capture_output=True, text=True, env=env)
     assert ok.returncode == 0 and "| forward  | addmm" in ok.stdout and "no violations" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "suites.autocast_audit", "--model", "gpt-huge"], cwd=ROOT,
+    bad = subprocess.run([sys.executable, "-m", "suites.training.autocast_audit", "--model", "gpt-huge"], cwd=ROOT,
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown GPT preset" in bad.stderr

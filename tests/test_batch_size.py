@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from suites import batch_size
-from suites.batch_size import Fit, largest_batch, parse_bytes, try_batch
-from suites.model_spec import ModelSpec
+from suites.training import batch_size
+from suites.training.batch_size import Fit, largest_batch, parse_bytes, try_batch
+from suites.training.model_spec import ModelSpec
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -85,8 +85,8 @@ def test_search_on_real_peaks_is_tight_and_repeatable():
 
 
 def test_sweep_case_over_budget_is_recorded_as_oom():
-    from suites.runner import run_case
-    from suites.session import SMOKE
+    from suites.core.runner import run_case
+    from suites.harness.session import SMOKE
 
     case = batch_size.sweep_case(GPT, "fp32", 16, "quick", budget=2**20)
     result = run_case(case, CPU, SMOKE)
@@ -150,8 +150,8 @@ DATA = ROOT / "tests" / "data"
 
 def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
     """From a real quick CPU run of the tiny GPT (tests/data/batch_size_cpu_quick.json)."""
-    from reports import plot_batch
     from reports.load import load
+    from reports.plots import batch as plot_batch
 
     frame = load([DATA / "batch_size_cpu_quick.json"])
     written = plot_batch.plots(frame, tmp_path)
@@ -164,7 +164,7 @@ def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
 
 def test_gpu_check_rows_from_a_real_run(tmp_path):
     """gpu_check's rows read the searches of a run (here the tiny GPT of a CPU run, saved as batch_size.json)."""
-    from suites.batch_size_check import largest_batches
+    from suites.checks.batch_size import largest_batches
 
     assert largest_batches(tmp_path)[0].ok is None  # nothing run: not a failure of the check
     (tmp_path / "batch_size.json").write_text((DATA / "batch_size_cpu_quick.json").read_text())

@@ -4,11 +4,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from suites import conv
-from suites.cases import Unsupported
-from suites.passes import run_pass, worst_error
-from suites.runner import run_case
-from suites.session import SMOKE
+from suites.core.cases import Unsupported
+from suites.core.runner import run_case
+from suites.harness.session import SMOKE
+from suites.ops import conv
+from suites.ops.passes import run_pass, worst_error
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 ALL_CASES = conv.cases("quick") + conv.cases("full")
@@ -110,7 +110,7 @@ def test_runner_records_cpu_peak_memory_and_a_checked_result():
 def test_plot_writes_one_png_per_pass(tmp_path):
     import pandas as pd
 
-    from reports import plot_conv
+    from reports.plots import conv as plot_conv
 
     frame = pd.DataFrame([{"group": "conv", "device": "cpu", "median_s": 1e-3 * (i + 1), **c.params}
                           for i, c in enumerate(conv.cases("quick")) if c.params["dtype"] != "tf32"])
@@ -127,7 +127,7 @@ def test_cudnn_autotune_is_on_inside_and_restored_after():
 
 
 def test_gpu_check_speedups_of_channels_last_and_bfloat16():
-    from suites import conv_check
+    from suites.checks import conv as conv_check
 
     medians = {("s", "bfloat16", "contiguous"): 4e-3, ("s", "bfloat16", "channels_last"): 2e-3,
                ("s", "float32", "contiguous"): 1e-2}
@@ -141,7 +141,7 @@ def test_gpu_check_selection_picks_the_3x3_layers_at_56():
     import sys
     from pathlib import Path
 
-    from suites.gpu_check import PYTEST_RUNS
+    from suites.checks.gpu_check import PYTEST_RUNS
 
     run = next(r for r in PYTEST_RUNS if r.name == "conv")
     proc = subprocess.run([sys.executable, "-m", "pytest", *run.args, "--collect-only", "-q", "--device", "cpu",

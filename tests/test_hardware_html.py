@@ -13,10 +13,11 @@ import re
 import pandas as pd
 import pytest
 
-from reports import hardware, levers, plots
+from reports import hardware, levers
 from reports.__main__ import main
 from reports.errors import InputError
 from reports.load import device_name, load
+from reports.plots import command as plots
 from tests.resultfiles import DATA, RUN_A, read, write
 
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"

@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from suites import matmul
-from suites.cases import Unsupported, align_class
-from suites.precision import relative_error
+from suites.core.cases import Unsupported, align_class
+from suites.core.precision import relative_error
+from suites.ops import matmul
 
 CPU = torch.device("cpu")
 

@@ -7,8 +7,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from suites.data import EncodedImages, token_batch, token_batches
-from suites.models import GPT, CNNConfig, GPTConfig, ResNet, gpt_flops_per_token, pad_vocab
+from suites.training.data import EncodedImages, token_batch, token_batches
+from suites.training.models import GPT, CNNConfig, GPTConfig, ResNet, gpt_flops_per_token, pad_vocab
 
 
 def _closed_form_gpt_params(vocab: int, block: int, layers: int, width: int) -> int:

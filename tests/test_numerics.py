@@ -8,8 +8,10 @@ import math
 import pytest
 import torch
 
-from suites import numerics
-from suites.numerics import (
+from suites.core.runner import run_case
+from suites.harness.session import SMOKE
+from suites.training import numerics
+from suites.training.numerics import (
     accumulate,
     format_figures,
     model_gradients,
@@ -19,8 +21,6 @@ from suites.numerics import (
     scaler_steps,
     underflow_figures,
 )
-from suites.runner import run_case
-from suites.session import SMOKE
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")

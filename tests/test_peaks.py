@@ -2,7 +2,7 @@
 
 import pytest
 
-from suites.peaks import GpuSpec, derived_bandwidth, derived_flops, peak_bandwidth, peak_flops
+from suites.core.peaks import GpuSpec, derived_bandwidth, derived_flops, peak_bandwidth, peak_flops
 
 # Datasheet boost clocks at which NVIDIA rates the tensor cores.
 A100 = GpuSpec((8, 0), 108, 1410, 39.4, memory_clock_mhz=1215, bus_width_bits=5120)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import plots
 from reports.load import load
+from reports.plots import command as plots
 
 DATA = Path(__file__).parent / "data"
 

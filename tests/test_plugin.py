@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from suites.timing import rel_iqr
+from suites.core.timing import rel_iqr
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,10 +4,10 @@ import contextlib
 
 import torch
 
-from suites import matmul
-from suites.cases import Case, Unsupported, Workload
-from suites.runner import Extension, is_oom, requested_bytes, run_case
-from suites.timing import StopRule
+from suites.core.cases import Case, Unsupported, Workload
+from suites.core.runner import Extension, is_oom, requested_bytes, run_case
+from suites.core.timing import StopRule
+from suites.ops import matmul
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)

@@ -14,9 +14,10 @@ import pynvml
 import pytest
 import torch
 
-from suites import matmul, nvml
-from suites.runner import run_case
-from suites.telemetry import (
+from suites.core.runner import run_case
+from suites.core.timing import StopRule
+from suites.observers import nvml
+from suites.observers.telemetry import (
     CounterReading,
     NvmlReader,
     Sample,
@@ -32,7 +33,7 @@ from suites.telemetry import (
     summarize,
     window_energy,
 )
-from suites.timing import StopRule
+from suites.ops import matmul
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")

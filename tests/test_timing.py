@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from suites.timing import StopRule, measure, rel_iqr, should_stop
+from suites.core.timing import StopRule, measure, rel_iqr, should_stop
 
 CPU = torch.device("cpu")
 

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import trace_json
 from reports.__main__ import main
-from reports.trace_events import KERNEL, read_trace
-from reports.trace_kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
-from reports.trace_summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
+from reports.trace import jsonstream as trace_json
+from reports.trace.events import KERNEL, read_trace
+from reports.trace.kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
+from reports.trace.summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"

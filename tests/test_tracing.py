@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from suites import matmul
-from suites.cases import Case, Workload
-from suites.runner import run_case
-from suites.timing import StopRule
-from suites.tracing import ACTIVE, TraceExtension, trace_path
+from suites.core.cases import Case, Workload
+from suites.core.runner import run_case
+from suites.core.timing import StopRule
+from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
+from suites.ops import matmul
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)

@@ -7,13 +7,13 @@ import sys
 import pytest
 import torch
 
-from suites import memory_budget, train_step
-from suites.cases import Unsupported
-from suites.data import token_batch, token_batches
-from suites.models import GPT, GPTConfig
-from suites.runner import run_case
-from suites.timing import StopRule
-from suites.train_step import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
+from suites.core.cases import Unsupported
+from suites.core.runner import run_case
+from suites.core.timing import StopRule
+from suites.training import memory_budget, train_step
+from suites.training.data import token_batch, token_batches
+from suites.training.models import GPT, GPTConfig
+from suites.training.train_step import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=2, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
@@ -196,7 +196,7 @@ def test_bench_file_writes_the_fields_to_the_json(tmp_path):
 
 
 def test_gpu_check_rows_read_the_gpt2_grid(tmp_path):
-    from suites.train_step_check import gpt2_grid
+    from suites.checks.train_step import gpt2_grid
 
     entry = {"params": {"model": "gpt2-124m", "lever": "baseline", "precision": "amp_bf16", "compile": "off"},
              "stats": {"median": 0.05},

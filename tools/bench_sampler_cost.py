@@ -1,7 +1,7 @@
 """What the NVML sampler costs: a ~10 ms GPU kernel timed with sampling off and on, and the sampling loop's own cost.
 
 On a GPU (with NVML) a bfloat16 matmul sized to about 10 ms is measured by the suite's measurement core
-(suites.timing.measure, CUDA events, the full stopping rule) alternately without and with the telemetry
+(suites.core.timing.measure, CUDA events, the full stopping rule) alternately without and with the telemetry
 extension around it, exactly as a benchmark run wraps a case; the slowdown is median(on) / median(off) - 1,
 printed next to the difference between the two "off" runs, the noise floor it must be read against. Target: under
 0.5 %.
@@ -29,10 +29,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suites import matmul, nvml
-from suites.cases import Case
-from suites.telemetry import DEFAULT_INTERVAL_MS, Sample, Sampler, TelemetryExtension
-from suites.timing import FULL, QUICK, measure
+from suites.core.cases import Case
+from suites.core.timing import FULL, QUICK, measure
+from suites.observers import nvml
+from suites.observers.telemetry import DEFAULT_INTERVAL_MS, Sample, Sampler, TelemetryExtension
+from suites.ops import matmul
 
 TARGET_PCT = 0.5
 KERNEL_S = 0.010

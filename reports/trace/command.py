@@ -1,0 +1,185 @@
+"""`python -m reports trace FILE... [--json]`: summarize Kineto / torch.profiler traces (.json or .json.gz).
+
+Per GPU device: span, busy, idle, compute and non-compute time, tensor-core share of gemm time, kernels by name
+and by class, the same per ProfilerStep; on the host: synchronizing calls and bytes copied to and from the device.
+Definitions are in reports/trace/summary.py; how kernels are classed is in reports/trace/kernels.py.
+
+`--json` prints one JSON object: for one FILE `{"file", "devices": [...], "host": {...}, "steps": [...],
+"message"}`; for several, `{"files": [that object per FILE, in order]}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from reports.trace.events import read_trace
+from reports.trace.kernels import NAME_NOISE
+from reports.trace.summary import Breakdown, DeviceSummary, HostSummary, TraceSummary, summarize_trace
+
+NAME_WIDTH = 90
+FIGURES = ("span_us", "busy_us", "idle_us", "compute_us", "non_compute_us")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `trace` command."""
+    parser = subparsers.add_parser("trace", help=__doc__.splitlines()[0], description=__doc__)
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="Kineto trace, .json or .json.gz")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--top", type=int, default=10, help="kernels listed per device and step (default 10)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Summarize each file; bad input raises InputError, which __main__ turns into one line and exit code 2."""
+    summaries = [summarize_trace(read_trace(path)) for path in args.files]
+    if args.json:
+        objects = [summary_to_json(summary, args.top) for summary in summaries]
+        print(json.dumps(objects[0] if len(objects) == 1 else {"files": objects}, indent=1))
+    else:
+        print("\n\n".join(summary_to_text(summary, args.top) for summary in summaries))
+    return 0
+
+
+def no_gpu_message(summary: TraceSummary) -> str | None:
+    """The notice for a trace without GPU events (a CPU-only profile, or one recorded without CUDA activities)."""
+    if summary.devices:
+        return None
+    return f"{summary.path}: no GPU events (kernel, gpu_memcpy, gpu_memset) in this trace; host figures only"
+
+
+def summary_to_json(summary: TraceSummary, top: int) -> dict[str, Any]:
+    """The JSON object of one file (see the module docstring)."""
+    return {
+        "file": summary.path,
+        "devices": [_device_json(device, top) for device in summary.devices],
+        "host": _host_json(summary.host),
+        "steps": summary.steps,
+        "message": no_gpu_message(summary),
+    }
+
+
+def _device_json(device: DeviceSummary, top: int) -> dict[str, Any]:
+    return {
+        "device": device.device,
+        "name": device.name,
+        **_breakdown_json(device.overall, top),
+        "steps": [{"step": step.step, **_breakdown_json(step.breakdown, top)} for step in device.steps],
+    }
+
+
+def _breakdown_json(figures: Breakdown, top: int) -> dict[str, Any]:
+    share = figures.tensor_core_share
+    return {
+        **{key: round(getattr(figures, key), 3) for key in FIGURES},
+        "tensor_core_share": None if share is None else round(share, 4),
+        "kernel_count": figures.kernel_count,
+        "event_count": figures.event_count,
+        "top_kernels": [
+            {
+                "name": kernel.name,
+                "class": kernel.kernel_class,
+                "count": kernel.count,
+                "total_us": round(kernel.total_us, 3),
+                "mean_us": round(kernel.mean_us, 3),
+                "share": round(kernel.share, 4),
+            }
+            for kernel in figures.kernels[:top]
+        ],
+        "classes": [
+            {"class": c.name, "count": c.count, "total_us": round(c.total_us, 3), "share": round(c.share, 4)}
+            for c in figures.classes
+        ],
+    }
+
+
+def _host_json(host: HostSummary) -> dict[str, Any]:
+    return {
+        "sync_call_count": sum(host.sync_calls.values()),
+        "sync_calls": host.sync_calls,
+        "sync_us": round(host.sync_us, 3),
+        "htod_bytes": host.htod_bytes,
+        "htod_copies": host.htod_copies,
+        "dtoh_bytes": host.dtoh_bytes,
+        "dtoh_copies": host.dtoh_copies,
+        "copies_without_bytes": host.copies_without_bytes,
+    }
+
+
+def summary_to_text(summary: TraceSummary, top: int) -> str:
+    """Tables for one file: per device its figures, classes, top kernels and steps; then the host line."""
+    parts = [f"== {summary.path}"]
+    message = no_gpu_message(summary)
+    if message:
+        parts.append(message)
+    for device in summary.devices:
+        parts.append(_device_text(device, top))
+    parts.append(_host_text(summary.host))
+    return "\n\n".join(parts)
+
+
+def _device_text(device: DeviceSummary, top: int) -> str:
+    figures = device.overall
+    title = f"GPU {device.device}" + (f" ({device.name})" if device.name else "")
+    header = f"{title}: {figures.event_count} GPU events, {figures.kernel_count} kernels"
+    tables = [header, _figures_table([("all", figures)])]
+    tables.append(
+        tabulate(
+            [(c.name, c.count, c.total_us, 100 * c.share) for c in figures.classes],
+            headers=("class", "count", "total_us", "% GPU time"),
+            floatfmt=".1f",
+        )
+    )
+    tables.append(
+        tabulate(
+            [
+                (_shorten(k.name), k.kernel_class, k.count, k.total_us, k.mean_us, 100 * k.share)
+                for k in figures.kernels[:top]
+            ],
+            headers=(f"top {top} kernels", "class", "count", "total_us", "mean_us", "% kernel time"),
+            floatfmt=".1f",
+        )
+    )
+    if device.steps:
+        tables.append(_figures_table([(step.step, step.breakdown) for step in device.steps]))
+    return "\n\n".join(tables)
+
+
+def _figures_table(rows: list[tuple[str, Breakdown]]) -> str:
+    """One row per (label, breakdown): times, tensor-core share, kernel count."""
+    return tabulate(
+        [
+            (
+                label,
+                *(getattr(figures, key) for key in FIGURES),
+                "-" if figures.tensor_core_share is None else f"{100 * figures.tensor_core_share:.1f}%",
+                figures.kernel_count,
+            )
+            for label, figures in rows
+        ],
+        headers=("scope", *FIGURES, "tensor_core_share", "kernels"),
+        floatfmt=".2f",
+        colalign=("left",),
+    )
+
+
+def _host_text(host: HostSummary) -> str:
+    calls = ", ".join(f"{name} x{count}" for name, count in host.sync_calls.items()) or "none"
+    lines = [
+        f"host: {sum(host.sync_calls.values())} synchronizing calls ({calls}), {host.sync_us:.1f} us",
+        f"host: HtoD {host.htod_bytes} bytes in {host.htod_copies} copies, "
+        f"DtoH {host.dtoh_bytes} bytes in {host.dtoh_copies} copies",
+    ]
+    if host.copies_without_bytes:
+        lines.append(f"host: {host.copies_without_bytes} HtoD/DtoH copies without a size in the trace")
+    return "\n".join(lines)
+
+
+def _shorten(name: str) -> str:
+    """A kernel name cut to one table cell: C++ noise removed, then truncated."""
+    name = NAME_NOISE.sub("", name)
+    return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 3] + "..."

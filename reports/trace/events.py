@@ -1,0 +1,221 @@
+"""Read a Kineto trace into the few columns the summary needs, one event at a time.
+
+Only four kinds of events matter: GPU activities (kernels, copies, sets), host runtime/driver calls (to find each
+GPU activity's launch and to count synchronizing calls), and `ProfilerStep#N` annotations. Each GPU event keeps
+eight numbers in `array` columns (about 50 bytes), each runtime call two; everything else is dropped as soon as
+it is decoded, so memory grows with the number of GPU events, not with the size of the file.
+Timestamps are kept relative to an origin near the first event: Kineto's epoch microseconds (~1.7e15) leave
+float64 a resolution of 0.25 us, while `ts - origin` and `start + dur` near zero are exact to the nanosecond.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections import Counter
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reports.errors import InputError
+from reports.trace.jsonstream import iter_trace_events
+
+# GPU event kinds, in the order of the per-kind codes stored in GpuEvents.kind.
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+GPU_KIND_NAMES = ("kernel", "memcpy", "memset")
+# Lower-cased categories: recent Kineto writes kernel/gpu_memcpy/gpu_memset (also on ROCm), PyTorch <= 1.10 wrote
+# Kernel/Memcpy/Memset.
+GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
+_RUNTIME, _HOST, _IGNORED = 3, 4, 5
+
+# Copy directions, stored in GpuEvents.direction: from the name ('Memcpy HtoD (Pageable -> Device)') or, on
+# ROCm traces, from args.kind ('HtoD').
+NO_COPY, HTOD, DTOH, OTHER_COPY = 0, 1, 2, 3
+_DIRECTION = re.compile(r"\b(HtoD|DtoH)\b")
+
+# Host calls that block the CPU until the GPU has caught up: explicit synchronizations, and copies without
+# 'Async' (cudaMemcpy, cudaMemcpy2D, cuMemcpyHtoD_v2, hipMemcpyWithStream, ...), in the runtime and driver APIs
+# of CUDA and HIP.
+SYNC_CALL = re.compile(
+    r"^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize|^(cuda|hip|cu)Memcpy(?!\w*Async)"
+)
+
+
+@dataclass(frozen=True)
+class GpuEvents:
+    """GPU events as parallel numpy columns (one row per event, in file order)."""
+
+    device: np.ndarray  # index into Trace.devices
+    start: np.ndarray  # us since Trace.origin_us
+    end: np.ndarray
+    kind: np.ndarray  # KERNEL, MEMCPY or MEMSET
+    name: np.ndarray  # index into Trace.names
+    correlation: np.ndarray  # links to the launching runtime call; -1 when absent
+    nbytes: np.ndarray  # bytes moved by a copy or set; -1 when unknown
+    direction: np.ndarray  # HTOD, DTOH, OTHER_COPY, or NO_COPY for kernels and sets
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def select(self, mask: np.ndarray) -> GpuEvents:
+        """The rows where `mask` is true (a boolean array or an index array)."""
+        return GpuEvents(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One `ProfilerStep#N` annotation on the host: [start, end) in us since Trace.origin_us."""
+
+    name: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What the summary needs from one trace file."""
+
+    path: Path
+    origin_us: float  # the epoch microsecond all times here are relative to
+    gpu: GpuEvents
+    names: list[str]  # GPU event names, indexed by GpuEvents.name
+    devices: list[Any]  # device labels (args.device, else pid), indexed by GpuEvents.device
+    device_names: dict[Any, str]  # label -> product name, from deviceProperties where present
+    launch_correlation: np.ndarray  # runtime/driver calls: correlation id ...
+    launch_start: np.ndarray  # ... and start time
+    steps: list[Step]  # sorted by start
+    sync_calls: Counter[str]  # synchronizing host calls by name
+    sync_us: float  # their total duration
+
+
+def read_trace(path: Path) -> Trace:
+    """Parse one trace file (.json or .json.gz); raises InputError when it cannot be read or is malformed."""
+    metadata: dict[str, Any] = {}
+    collector = _Collector()
+    for index, event in enumerate(iter_trace_events(path, metadata)):
+        try:
+            collector.add(event)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{path}: malformed event #{index} in traceEvents: {exc!r}") from exc
+    return collector.finish(path, metadata)
+
+
+class _Collector:
+    """Accumulates the kept fields of each event into flat columns."""
+
+    def __init__(self) -> None:
+        self.origin: float | None = None
+        self.columns = {
+            "device": array("i"),
+            "start": array("d"),
+            "end": array("d"),
+            "kind": array("b"),
+            "name": array("i"),
+            "correlation": array("q"),
+            "nbytes": array("d"),
+            "direction": array("b"),
+        }
+        self.names: dict[str, int] = {}
+        self.devices: dict[Any, int] = {}
+        self.roles: dict[Any, int] = {}
+        self.directions: dict[str, int] = {}
+        self.launch_correlation = array("q")
+        self.launch_start = array("d")
+        self.copy_sizes: dict[int, float] = {}
+        self.sync_calls: Counter[str] = Counter()
+        self.sync_us = 0.0
+        self.steps: list[Step] = []
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Keep what the summary needs from one decoded event."""
+        if event.get("ph") != "X":
+            return
+        category = event.get("cat")
+        role = self.roles.get(category)
+        if role is None:
+            role = self.roles[category] = _role(category)
+        if role == _IGNORED:
+            return
+        if self.origin is None:
+            self.origin = math.floor(float(event["ts"]))
+        if role <= MEMSET:
+            self._add_gpu(event, role)
+        elif role == _RUNTIME:
+            self._add_runtime(event)
+        elif event.get("name", "").startswith("ProfilerStep#"):
+            start = float(event["ts"]) - self.origin
+            self.steps.append(Step(event["name"], start, start + float(event["dur"])))
+
+    def _add_gpu(self, event: dict[str, Any], kind: int) -> None:
+        args = event.get("args") or {}
+        name = event.get("name", "")
+        start = float(event["ts"]) - self.origin
+        columns = self.columns
+        columns["device"].append(self.devices.setdefault(args.get("device", event.get("pid")), len(self.devices)))
+        columns["start"].append(start)
+        columns["end"].append(start + float(event["dur"]))
+        columns["kind"].append(kind)
+        columns["name"].append(self.names.setdefault(name, len(self.names)))
+        columns["correlation"].append(int(args.get("correlation", -1)))
+        columns["nbytes"].append(float(args.get("bytes", -1)))
+        columns["direction"].append(self._direction(name, args.get("kind")) if kind == MEMCPY else NO_COPY)
+
+    def _add_runtime(self, event: dict[str, Any]) -> None:
+        args = event.get("args") or {}
+        name = event.get("name", "")
+        correlation = args.get("correlation")
+        if correlation is not None:
+            self.launch_correlation.append(int(correlation))
+            self.launch_start.append(float(event["ts"]) - self.origin)
+            if "size" in args and "Memcpy" in name:
+                # ROCm traces put a copy's size on the host call only (args.size, a string), not on the GPU event.
+                self.copy_sizes[int(correlation)] = float(args["size"])
+        if SYNC_CALL.match(name):
+            self.sync_calls[name] += 1
+            self.sync_us += float(event.get("dur", 0.0))
+
+    def _direction(self, name: str, kind_arg: Any) -> int:
+        key = f"{name}\0{kind_arg}"
+        direction = self.directions.get(key)
+        if direction is None:
+            found = _DIRECTION.search(name) or _DIRECTION.search(str(kind_arg))
+            direction = self.directions[key] = {"HtoD": HTOD, "DtoH": DTOH}[found.group(1)] if found else OTHER_COPY
+        return direction
+
+    def finish(self, path: Path, metadata: dict[str, Any]) -> Trace:
+        gpu = GpuEvents(**{key: np.array(column) for key, column in self.columns.items()})
+        unknown = np.flatnonzero((gpu.kind == MEMCPY) & (gpu.nbytes < 0))
+        for row in unknown:
+            gpu.nbytes[row] = self.copy_sizes.get(int(gpu.correlation[row]), -1.0)
+        properties = metadata.get("deviceProperties")
+        return Trace(
+            path=path,
+            origin_us=float(self.origin or 0),
+            gpu=gpu,
+            names=list(self.names),
+            devices=list(self.devices),
+            device_names={p.get("id"): p.get("name") for p in properties if isinstance(p, dict)}
+            if isinstance(properties, list)
+            else {},
+            launch_correlation=np.array(self.launch_correlation),
+            launch_start=np.array(self.launch_start),
+            steps=sorted(self.steps, key=lambda step: step.start),
+            sync_calls=self.sync_calls,
+            sync_us=self.sync_us,
+        )
+
+
+def _role(category: Any) -> int:
+    """What an event of this category is to the summary: a GPU kind, a runtime call, a host event, or noise."""
+    lowered = str(category).lower()
+    if lowered in GPU_CATEGORIES:
+        return GPU_CATEGORIES[lowered]
+    if lowered.endswith(("runtime", "driver")):
+        return _RUNTIME
+    if lowered.startswith("gpu_"):
+        # gpu_user_annotation repeats ProfilerStep#N on the GPU timeline; it is not a launch-side step.
+        return _IGNORED
+    return _HOST

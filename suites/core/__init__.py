@@ -1,0 +1,5 @@
+"""The measurement core: cases, timing and stopping rules, the runner, devices and peaks, precision modes, memory.
+
+Belongs here: what every suite needs to be measured the same way. Imports torch, numpy and the standard
+library only: never a suite (`ops`, `training`), an observer or the harness.
+"""

@@ -1,0 +1,145 @@
+"""Which device the run measures, and what machine_info records about it."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+
+import torch
+
+from suites.core import peaks
+from suites.observers import nvml
+
+
+class DeviceError(ValueError):
+    """A --device value this machine cannot serve: a usage error, not a silent all-skip."""
+
+
+def resolve(option: str) -> torch.device:
+    """`auto` is CUDA when available, else CPU; `cuda` or `cuda:N` without that GPU is an error."""
+    if option == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    if option == "cpu":
+        return torch.device("cpu")
+    if option == "cuda" or option.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise DeviceError(f"--device {option}: no CUDA device is available here (torch {torch.__version__})")
+        index = int(option.split(":")[1]) if ":" in option else torch.cuda.current_device()
+        if not 0 <= index < torch.cuda.device_count():
+            raise DeviceError(f"--device {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        return torch.device("cuda", index)
+    raise DeviceError(f"--device {option}: expected auto, cpu, cuda or cuda:N")
+
+
+@dataclass
+class GpuInfo:
+    """The facts about one CUDA device that results are read against."""
+
+    name: str
+    capability: str
+    sm_count: int
+    memory_bytes: int
+    l2_bytes: int
+    driver: str | None
+    cuda: str | None
+    cudnn: int | None
+    clocks_mhz: dict[str, float | None]
+    bus_width_bits: int | None
+    spec: peaks.GpuSpec = field(repr=False)
+
+    @property
+    def peaks(self) -> dict[str, dict]:
+        return peaks.all_peaks(self.spec)
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name, "capability": self.capability, "sm_count": self.sm_count,
+            "memory_bytes": self.memory_bytes, "l2_bytes": self.l2_bytes, "driver": self.driver,
+            "cuda": self.cuda, "cudnn": self.cudnn, "clocks_mhz": self.clocks_mhz,
+            "bus_width_bits": self.bus_width_bits, "peaks": self.peaks,
+        }
+
+
+def _mhz_from_khz(value: int | None) -> float | None:
+    return value / 1000 if value else None
+
+
+def gpu_info(device: torch.device) -> GpuInfo:
+    """Read the device properties from torch, the clocks, bus width and driver from NVML where it answers."""
+    props = torch.cuda.get_device_properties(device)
+    handle, _ = nvml.handle(device.index)
+    lib, _ = nvml.nvml()
+    clocks: dict[str, float | None] = {
+        "sm_max": _mhz_from_khz(getattr(props, "clock_rate", None)),
+        "memory_max": _mhz_from_khz(getattr(props, "memory_clock_rate", None)),
+        "sm_current": None,
+        "memory_current": None,
+    }
+    bus_width = getattr(props, "memory_bus_width", None)
+    driver = None
+    if handle is not None:
+        clocks["sm_max"] = nvml.query(lib.nvmlDeviceGetMaxClockInfo, handle, lib.NVML_CLOCK_SM) or clocks["sm_max"]
+        clocks["memory_max"] = nvml.query(lib.nvmlDeviceGetMaxClockInfo, handle, lib.NVML_CLOCK_MEM) or clocks[
+            "memory_max"]
+        clocks["sm_current"] = nvml.query(lib.nvmlDeviceGetClockInfo, handle, lib.NVML_CLOCK_SM)
+        clocks["memory_current"] = nvml.query(lib.nvmlDeviceGetClockInfo, handle, lib.NVML_CLOCK_MEM)
+        bus_width = nvml.query(lib.nvmlDeviceGetMemoryBusWidth, handle) or bus_width
+        driver = nvml.query(lib.nvmlSystemGetDriverVersion)
+    spec = peaks.GpuSpec(
+        capability=(props.major, props.minor),
+        sm_count=props.multi_processor_count,
+        sm_clock_mhz=clocks["sm_max"],
+        memory_gib=props.total_memory / 2**30,
+        memory_clock_mhz=clocks["memory_max"],
+        bus_width_bits=bus_width,
+    )
+    return GpuInfo(
+        name=props.name, capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
+        memory_bytes=props.total_memory, l2_bytes=getattr(props, "L2_cache_size", 0), driver=driver,
+        cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(), clocks_mhz=clocks,
+        bus_width_bits=bus_width, spec=spec,
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_info() -> dict:
+    """CPU model, logical cores, cores this process may use, and the threads torch's kernels use."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "model": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable,
+        "torch_threads": torch.get_num_threads(),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def torch_info() -> dict:
+    """Torch version and build, so results from different builds are never mixed silently."""
+    build = "cuda" if torch.version.cuda else "rocm" if torch.version.hip else "cpu"
+    return {"version": torch.__version__, "build": build, "cuda": torch.version.cuda, "hip": torch.version.hip,
+            "git": torch.version.git_version, "debug": torch.version.debug}
+
+
+def machine_info(device: torch.device) -> dict:
+    """The fields this suite adds to pytest-benchmark's machine_info."""
+    info: dict = {"bench_device": str(device), "torch": torch_info(), "cpu_info": cpu_info()}
+    if device.type == "cuda":
+        info["gpu"] = gpu_info(device).as_dict()
+    return info
+
+
+def device_name(device: torch.device) -> str:
+    """A short human name: the GPU's name, or the CPU model."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()

@@ -1,0 +1,183 @@
+"""Runs one case: build, measure, check against float64, and turn it all into the design card's extra_info.
+
+Failures are results: an out-of-memory error becomes `status: oom` with the memory that was asked for, a case
+the device cannot run becomes `unsupported` with the reason, any other exception `error`; memory is released
+after every case so the run goes on. Extensions (telemetry, traces) wrap the measurement without touching it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from suites.core.cases import Case, Unsupported, Workload
+from suites.core.precision import float32_mode
+from suites.core.timing import Measurement, StopRule, measure
+
+
+class Extension:
+    """Something that observes a case without changing its timing (NVML telemetry, a profiler trace).
+
+    `around` wraps the measurement and fills the dict it yields, merged into extra_info afterwards; `after` may
+    run the workload again (outside the timed window) and returns fields for extra_info.
+    """
+
+    @contextlib.contextmanager
+    def around(self, case: Case, device: torch.device) -> Iterator[dict]:
+        yield {}
+
+    def after(self, case: Case, workload: Workload, device: torch.device) -> dict:
+        return {}
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case: a status, the measurement when there is one, and extra_info for the JSON."""
+
+    case: Case
+    status: str  # ok, oom, unsupported, error
+    reason: str | None = None
+    measurement: Measurement | None = None
+    extra_info: dict = field(default_factory=dict)
+
+
+# CUDA's caching allocator and the CPU allocator word the failed request differently.
+_ALLOC = re.compile(r"(?:Tried to allocate|you tried to allocate) ([\d.]+) ?(B|KiB|MiB|GiB|TiB|bytes)")
+_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+# How an allocation failure reads when it does not come as torch.OutOfMemoryError: the CPU allocator, and cuBLAS or
+# cuDNN failing to get their workspace from a full GPU.
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
+
+
+def is_oom(exc: BaseException) -> bool:
+    """An allocation failure of any allocator: a result (the case does not fit), not an error of the code."""
+    text = str(exc).lower()
+    return isinstance(exc, torch.OutOfMemoryError) or any(marker in text for marker in _OOM_MARKERS)
+
+
+def requested_bytes(exc: BaseException) -> int | None:
+    """The allocation that failed, as the CUDA caching allocator's message states it."""
+    match = _ALLOC.search(str(exc))
+    return int(float(match.group(1)) * _UNITS[match.group(2)]) if match else None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+def _release(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def _base_info(case: Case, device: torch.device) -> dict:
+    info = {"suite": case.suite, "case": case.id, "device": str(device)}
+    for key in ("flops", "bytes"):
+        if getattr(case, key) is not None:
+            info[key] = getattr(case, key)
+    return info
+
+
+def throughput_info(case: Case, median_s: float, peak_flops: float | None) -> dict:
+    """TFLOP/s, GB/s and percent of the device's peak, from the case's FLOP and byte models."""
+    info: dict = {}
+    if case.flops:
+        info["tflops"] = case.flops / median_s / 1e12
+        if peak_flops:
+            info["pct_peak"] = 100 * case.flops / median_s / peak_flops
+    if case.bytes:
+        info["gbps"] = case.bytes / median_s / 1e9
+    return info
+
+
+def _measurement_info(m: Measurement) -> dict:
+    info = {"timer": m.timer, "converged": m.converged, "rel_iqr": m.rel_iqr, "calls_per_sample": m.calls_per_sample,
+            "warmup_calls": m.warmup_calls, "l2_flush": m.l2_flush}
+    if m.notes:
+        info["notes"] = m.notes
+    return info
+
+
+def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult:
+    info = _base_info(case, device)
+    if isinstance(exc, Unsupported):
+        return CaseResult(case, "unsupported", str(exc), extra_info=info)
+    if is_oom(exc):
+        needed = requested_bytes(exc)
+        if needed is not None:
+            info["requested_bytes"] = needed
+        return CaseResult(case, "oom", _first_line(exc), extra_info=info)
+    return CaseResult(case, "error", _first_line(exc), extra_info=info)
+
+
+def run_case(case: Case, device: torch.device, rule: StopRule, peak_flops: float | None = None,
+             extensions: Sequence[Extension] = ()) -> CaseResult:
+    """Build, measure and check one case; never raises for a failing case, it returns the failure."""
+    workload = None
+    try:
+        with float32_mode(case.tf32):
+            workload = case.build(device)
+            result = _measure_and_check(case, workload, device, rule, peak_flops, extensions)
+    except Exception as exc:  # the boundary where a failing case becomes a recorded result
+        result = _failure(case, device, exc)
+    finally:
+        del workload
+        _release(device)
+    result.extra_info["status"] = result.status
+    if result.reason:
+        result.extra_info["reason"] = result.reason
+    return result
+
+
+def _measure_and_check(case: Case, workload: Workload, device: torch.device, rule: StopRule,
+                       peak_flops: float | None, extensions: Sequence[Extension]) -> CaseResult:
+    info = _base_info(case, device) | workload.extra_info
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        baseline = torch.cuda.memory_allocated(device)
+    with contextlib.ExitStack() as stack:
+        observed = [stack.enter_context(ext.around(case, device)) for ext in extensions]
+        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph)
+    for fields in observed:
+        info |= fields
+    if device.type == "cuda":
+        info["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device) - baseline
+    info |= _measurement_info(m) | throughput_info(case, m.median_s, peak_flops)
+    if workload.rates is not None:
+        info |= workload.rates(m.median_s, peak_flops)
+    status, reason = check(case, workload, info)
+    for ext in extensions:
+        info |= ext.after(case, workload, device)
+    return CaseResult(case, status, reason, m, info)
+
+
+def check(case: Case, workload: Workload, info: dict) -> tuple[str, str | None]:
+    """(status, reason) of the float64 comparison, filling `error_rel` and `tolerance` into info.
+
+    The timing is already taken: a check that fails to run (its float64 reference out of memory, say) makes the
+    case an error with that reason, and the measurement is kept.
+    """
+    if workload.error_rel is None:
+        return "ok", None
+    try:
+        info["error_rel"] = err = workload.error_rel()
+    except Exception as exc:  # the boundary: a failing check must not lose the measurement
+        _release(torch.device(info["device"]))
+        return "error", f"correctness check did not run ({_first_line(exc)}); the timing is kept"
+    if case.tolerance is None:
+        return "ok", None
+    info["tolerance"] = case.tolerance
+    if not err <= case.tolerance:
+        return "error", f"error_rel {err:.3g} exceeds the {case.tolerance:g} tolerance"
+    return "ok", None

@@ -1,0 +1,77 @@
+"""A torch.profiler trace per case (`--trace-dir DIR`), taken after the timed measurement so timings stay clean.
+
+The workload is run again under the profiler with a wait/warm-up/active schedule: the first call is not
+recorded, the second is recorded and discarded (it pays for the profiler's own start-up), and the last three
+are kept, each marked `ProfilerStep#N`, with shapes recorded. The trace is written as a gzip Chrome trace named
+after the case id, and summarized by the same code as `python -m reports trace` (reports/trace/command.py, which never
+imports torch); the headline figures go into extra_info next to the trace's path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from reports.errors import InputError
+from reports.trace.command import summary_to_json
+from reports.trace.events import read_trace
+from reports.trace.summary import summarize_trace
+from suites.core.cases import Case, Workload
+from suites.core.runner import Extension, _first_line
+
+WAIT, WARMUP, ACTIVE = 1, 1, 3
+TOP_KERNELS = 3
+HEADLINE = ("device", "name", "span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "tensor_core_share",
+            "kernel_count")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def trace_path(directory: Path, case_id: str) -> Path:
+    """`matmul/square/256x256x256/float32` -> DIR/matmul_square_256x256x256_float32.json.gz."""
+    return directory / f"{_UNSAFE.sub('_', case_id).strip('_')}.json.gz"
+
+
+def profile_calls(fn: Callable[[], object], device: torch.device, path: Path) -> None:
+    """Run `fn` WAIT + WARMUP + ACTIVE times under torch.profiler (CUDA activities on CUDA) and write `path`."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    steps = schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
+    with profile(activities=activities, schedule=steps, record_shapes=True,
+                 on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as prof:
+        for _ in range(WAIT + WARMUP + ACTIVE):
+            fn()
+            prof.step()
+
+
+def headline(path: Path) -> dict[str, Any]:
+    """The trace's figures per GPU device (top kernels included), its ProfilerSteps and its host sync count."""
+    full = summary_to_json(summarize_trace(read_trace(path)), TOP_KERNELS)
+    devices = [{key: device[key] for key in HEADLINE}
+               | {"top_kernels": [{k: kernel[k] for k in ("name", "class", "count", "total_us")}
+                                  for kernel in device["top_kernels"]]}
+               for device in full["devices"]]
+    out = {"devices": devices, "steps": full["steps"], "sync_call_count": full["host"]["sync_call_count"]}
+    if full["message"]:
+        out["message"] = full["message"]
+    return out
+
+
+class TraceExtension(Extension):
+    """Writes DIR/<case id>.json.gz per case and adds `trace` (its path) and `trace_summary` to extra_info.
+
+    A trace that cannot be taken or read is recorded as `trace_error`; the case's measurement stands."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def after(self, case: Case, workload: Workload, device: torch.device) -> dict:
+        path = trace_path(self.directory, case.id)
+        try:
+            profile_calls(workload.fn, device, path)
+            return {"trace": str(path), "trace_summary": headline(path)}
+        except (RuntimeError, OSError, InputError) as exc:
+            return {"trace_error": _first_line(exc)}

@@ -1,0 +1,155 @@
+"""The conv suite: 2-D convolutions of real networks over dtypes, memory formats and passes, checked in float64.
+
+Layers: ResNet-50's 7x7 stem (3 input channels, which no tensor core tile fits), the 3x3 and 1x1 layers of its
+bottlenecks at 56, 28, 14 and 7, a VGG-16 3x3, and ResNet's stage-1 3x3 with 63, 65 and 72 channels against its
+64 (the `align` axis). `memory_format` is `contiguous` (NCHW) or `channels_last` (NHWC, what cuDNN's tensor-core
+kernels want). FLOPs: 2 x N x Cout x (Cin/groups) x kH x kW x Hout x Wout forward; the backward computes the input
+gradient and the weight gradient, each as many FLOPs again, so fwd_bwd is 3x forward (every input requires grad,
+the stem's image too, so a case is one layer as it runs inside a network). `shape` is NxCinxHxW-CoutkKsS.
+cuDNN autotuning (`cudnn.benchmark`) is on for the cases, as in a tuned training job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from suites.core.cases import Case, Unsupported, Workload, align_class
+from suites.core.memory import cpu_memory_info
+from suites.core.precision import DTYPES, TOLERANCE, tf32_unsupported
+from suites.ops.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
+
+SUITE = "conv"
+CONV_DTYPES = ("float32", "tf32", "float16", "bfloat16")
+FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+# float32 may run as FFT or Winograd in cuDNN, whose rounding exceeds a direct sum's; 1e-4 still fails TF32 (~1e-3).
+CONV_TOLERANCE = TOLERANCE | {"float32": 1e-4}
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """A square convolution without bias (ResNet and VGG put a norm or nothing after it)."""
+
+    name: str
+    n: int
+    cin: int
+    cout: int
+    size: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+
+    @property
+    def out_size(self) -> int:
+        return (self.size + 2 * self.padding - self.kernel) // self.stride + 1
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """Input, weight and output shapes."""
+        return ((self.n, self.cin, self.size, self.size), (self.cout, self.cin, self.kernel, self.kernel),
+                (self.n, self.cout, self.out_size, self.out_size))
+
+    @property
+    def text(self) -> str:
+        return f"{self.n}x{self.cin}x{self.size}x{self.size}-{self.cout}k{self.kernel}s{self.stride}"
+
+    def forward_flops(self) -> int:
+        return 2 * self.n * self.cout * self.cin * self.kernel**2 * self.out_size**2
+
+
+def pass_factor(pass_: str) -> int:
+    """FLOPs (and bytes) of a pass in units of the forward: the backward is two convolutions of the same size."""
+    return 3 if pass_ == "fwd_bwd" else 1
+
+
+def resnet50(n: int, image: int) -> list[ConvLayer]:
+    """The stem and, per stage, the bottleneck's 1x1 reduce, 3x3 and 1x1 expand at the stage's resolution."""
+    layers = [ConvLayer("resnet50-stem", n, 3, 64, image, 7, 2, 3)]
+    for stage, width in enumerate((64, 128, 256, 512), start=1):
+        size = image // 2 ** (stage + 1)
+        layers += [ConvLayer(f"resnet50-s{stage}-1x1-reduce", n, 4 * width, width, size, 1),
+                   ConvLayer(f"resnet50-s{stage}-3x3", n, width, width, size, 3, 1, 1),
+                   ConvLayer(f"resnet50-s{stage}-1x1-expand", n, width, 4 * width, size, 1)]
+    return layers
+
+
+def misaligned(n: int, size: int, channels: tuple[int, ...]) -> list[ConvLayer]:
+    """ResNet's stage-1 3x3 with channel counts off the multiple of 64 (63, 65) or of 8 only (72)."""
+    return [ConvLayer("misaligned-3x3", n, c, c, size, 3, 1, 1) for c in channels]
+
+
+# quick: ResNet's stage-1 3x3 with 64 and 63 channels for one image at a quarter of its side, so that a 2-core CPU
+# runs every dtype, format and pass in seconds (CPU float16 convolutions run at about a GFLOP/s); full: a batch of
+# 32 ImageNet images, what one GPU of a data-parallel job sees.
+LAYERS: dict[str, list[ConvLayer]] = {
+    "quick": [ConvLayer("resnet50-s1-3x3", 1, 64, 64, 14, 3, 1, 1), *misaligned(1, 14, (63,))],
+    "full": [*resnet50(32, 224), ConvLayer("vgg16-conv3", 32, 256, 256, 56, 3, 1, 1),
+             *misaligned(32, 56, (63, 65, 72))],
+}
+
+
+@contextmanager
+def cudnn_autotune() -> Iterator[None]:
+    """cuDNN times its algorithms on the first call of a shape and keeps the fastest (`cudnn.benchmark`, which the
+    performance guides tell users to turn on; what channels-last and odd channel counts cost depends on it)."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved
+
+
+def _build(layer: ConvLayer, dtype: str, memory_format: str, pass_: str, device: torch.device) -> Workload:
+    if dtype == "tf32" and (reason := tf32_unsupported(device)):
+        raise Unsupported(reason)
+    gen = torch.Generator().manual_seed(0)
+    grads = pass_ == "fwd_bwd"
+    x_shape, w_shape, out_shape = layer.shapes
+
+    def tensor(shape: tuple[int, ...]) -> torch.Tensor:
+        return random_tensor(shape, gen, device, DTYPES[dtype]).contiguous(memory_format=FORMATS[memory_format])
+
+    x, w = tensor(x_shape).requires_grad_(grads), tensor(w_shape).requires_grad_(grads)
+    grad_out = tensor(out_shape) if grads else None
+    forward = partial(F.conv2d, stride=layer.stride, padding=layer.padding)
+
+    def run() -> list[torch.Tensor]:
+        with cudnn_autotune():
+            return run_pass(forward, (x, w), grad_out)
+
+    def error_rel() -> float:
+        reference = run_pass(forward, float64_leaves((x, w), grads), grad_out.double() if grads else None)
+        return worst_error(run(), reference)
+
+    if device.type == "cuda":
+        run()  # the algorithm search, with its trial workspaces, before the runner's memory baseline
+    return Workload(fn=run, error_rel=error_rel, extra_info=cpu_memory_info(run, device))
+
+
+def make_case(layer: ConvLayer, dtype: str, memory_format: str, pass_: str) -> Case:
+    """One conv case; its id is stable across runs and machines (nightly history keys on it)."""
+    elements = sum(torch.Size(shape).numel() for shape in layer.shapes)
+    return Case(
+        suite=SUITE,
+        id=f"{SUITE}/{layer.name}/{layer.text}/{dtype}/{memory_format}/{pass_}",
+        params={"dtype": dtype, "layer": layer.name, "shape": layer.text, "memory_format": memory_format,
+                "pass": pass_, "align": align_class(layer.cin, layer.cout)},
+        build=partial(_build, layer, dtype, memory_format, pass_),
+        flops=layer.forward_flops() * pass_factor(pass_),
+        bytes=elements * DTYPES[dtype].itemsize * pass_factor(pass_),
+        peak_dtype=dtype,
+        tolerance=CONV_TOLERANCE[dtype],
+        tf32=dtype == "tf32",
+    )
+
+
+def cases(profile: str) -> list[Case]:
+    """Every conv case of a profile, all dtypes (the plugin filters by --bench-dtypes)."""
+    return [make_case(layer, dtype, fmt, pass_) for layer in LAYERS[profile] for dtype in CONV_DTYPES
+            for fmt in FORMATS for pass_ in PASSES]

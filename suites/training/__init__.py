@@ -1,0 +1,5 @@
+"""Training suites: the recipe's training step and its levers, models, data, batch size, memory, numerics.
+
+Belongs here: a suite whose unit is a step of training (or a correctness experiment on one). May import
+`suites.core` and `suites.ops`; never `checks` or the harness.
+"""

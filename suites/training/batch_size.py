@@ -1,0 +1,283 @@
+"""Batch-size scaling of the training step, and the largest batch that fits in memory (group `train_step`).
+
+Sweep (`lever: batch`): the GPT and the CNN at amp_bf16 and fp32 over batches in powers of two; each case
+records its step time (timed by the core), samples/s and tokens/s, and `step_peak_bytes`: the most memory the
+model, optimizer state, batch and activations held at once while the model was built and stepped twice (the
+second step runs with the optimizer state every later step has). A batch whose peak does not fit is recorded as
+`oom`, so the sweep ends where memory does, and the point where throughput stops growing is visible.
+
+Search (`lever: max_batch`): the largest batch that fits, found by doubling from 1 until a try fails and then
+bisecting between the last fit and the first failure, at most MAX_TRIES tries and never above the profile's cap.
+An out-of-memory error is an answer, not a failure; every try builds its own model and releases its memory
+before the next. Reported per precision with activation checkpointing off and on: the memory lever in samples.
+
+Memory: on CUDA the caching allocator's peak, and a try fits when it raises no OutOfMemoryError. On the CPU,
+exhausting the machine's RAM is no safe test, so the limit is a budget (`--bench-mem-budget`, default
+the profile's `cpu_budget`) checked against the peak that torch.profiler's memory events measure for each try
+(suites/core/memory.py). With the budget given on CUDA, a try must also stay under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from suites.core.cases import Case, Workload
+from suites.core.memory import cpu_memory_info, cpu_peak_bytes
+from suites.core.runner import is_oom
+from suites.training.model_spec import ModelSpec
+from suites.training.train_step import PEAK_DTYPE, TrainStep, make_optimizer, make_step
+
+SUITE = "train_step"
+PRECISIONS = ("fp32", "amp_bf16")
+MAX_TRIES = 20  # an answer below 1024 needs at most 11 doublings and 9 bisections
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def parse_bytes(text: str) -> int:
+    """`2GiB`, `512MiB`, `1.5GB`, `1000000` -> bytes; anything else is an argparse error (a one-line usage error
+    when pytest parses --bench-mem-budget)."""
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).lower() if match else None
+    if unit not in _UNITS or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size such as 2GiB, 512MiB, 1.5GB or 1000000")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One model of a profile: its sweep in powers of two up to `max_sweep`, and whether its largest batch is
+    searched."""
+
+    spec: ModelSpec
+    max_sweep: int
+    search: bool
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a profile sweeps and searches, and within which limits."""
+
+    plans: tuple[Plan, ...]
+    search_cap: int  # the search never tries a larger batch
+    cpu_budget: int  # the CPU's memory limit when --bench-mem-budget is not given
+
+
+PROFILES = {
+    # A 2-core CPU: a budget that stops the tiny GPT near 10-20 samples (about 1.3 MiB each in fp32), so its sweep
+    # and four searches take about a minute; the CNN's convolutions are slow there (bfloat16 has no CPU
+    # instructions on most x86), so it is swept to 8 and searched only in the full profile.
+    "quick": Profile((Plan(ModelSpec("gpt", "tiny"), 16, True), Plan(ModelSpec("cnn", "tiny"), 8, False)),
+                     search_cap=256, cpu_budget=16 * 2**20),
+    "full": Profile((Plan(ModelSpec("gpt", "gpt2-124m"), 512, True), Plan(ModelSpec("cnn", "resnet50"), 1024, True)),
+                    search_cap=4096, cpu_budget=16 * 2**30),
+}
+
+
+def budget_for(profile: str, budget: int | None, device: torch.device) -> int | None:
+    """The memory limit a try is checked against: the option when given, else the CPU default, else (CUDA)
+    none beyond the device's own memory."""
+    if budget is not None:
+        return budget
+    return PROFILES[profile].cpu_budget if device.type == "cpu" else None
+
+
+def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
+    """The most memory held at once during `fn` above what was held before it: the allocator's peak on CUDA,
+    profiler memory events on the CPU. There the garbage collector is paused for the call, so that cyclic
+    garbage of an earlier try freed inside the window cannot lower the figure: the same try, the same peak."""
+    if device.type != "cuda":
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return cpu_peak_bytes(fn)
+        finally:
+            if paused:
+                gc.enable()
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
+def release(device: torch.device) -> None:
+    """After a try: its tensors are freed by reference counting when it returns; on CUDA, collect what cycles
+    hold and hand the allocator's cached blocks back, so the next try starts from the same free memory."""
+    if device.type == "cuda":
+        gc.collect()
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+@dataclass
+class Trainee:
+    """A model, its optimizer and a batch on the device: calling it runs one recipe step."""
+
+    step: TrainStep
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+    def __call__(self) -> torch.Tensor:
+        return self.step(self.inputs, self.targets)
+
+
+def prepare(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, device: torch.device) -> Trainee:
+    """Build the model, optimizer and batch, and step twice (the second step holds the optimizer state)."""
+    model = spec.build(device, checkpoint)
+    inputs, targets = spec.batch(batch, device)
+    trainee = Trainee(make_step(model, make_optimizer(model), precision, device=device), inputs, targets)
+    trainee()
+    trainee()
+    return trainee
+
+
+@dataclass
+class Fit:
+    """One try of a batch: whether it fit, its measured peak, and why not when it did not."""
+
+    batch: int
+    fits: bool
+    peak_bytes: int | None
+    reason: str | None = None
+
+
+def over_budget(peak: int, budget: int | None) -> str | None:
+    if budget is not None and peak > budget:
+        return f"out of memory: peak {peak / 2**20:.1f} MiB exceeds the {budget / 2**20:.1f} MiB budget"
+    return None
+
+
+def try_batch(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, device: torch.device,
+              budget: int | None) -> Fit:
+    """Build and step at `batch` from nothing; an out-of-memory error or a peak over the budget is a `False`.
+    What the try allocated is released before it returns, so the next try starts from the same memory."""
+    try:
+        peak = peak_bytes(lambda: prepare(spec, precision, checkpoint, batch, device), device)
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+        fit = Fit(batch, False, None, str(exc).strip().splitlines()[0])
+    else:
+        reason = over_budget(peak, budget)
+        fit = Fit(batch, reason is None, peak, reason)
+    release(device)
+    return fit
+
+
+@dataclass
+class Search:
+    """The largest batch that fit (0: not even one sample), every try in order, and whether the cap stopped it."""
+
+    largest: int
+    tries: list[Fit] = field(default_factory=list)
+    capped: bool = False
+
+    @property
+    def exact(self) -> bool:
+        """True when the batch after `largest` was tried and failed (or the cap was reached)."""
+        return self.capped or any(not t.fits and t.batch == self.largest + 1 for t in self.tries)
+
+
+def largest_batch(fits: Callable[[int], Fit], cap: int, max_tries: int = MAX_TRIES) -> Search:
+    """Doubling from 1 until a try fails or `cap` is reached, then bisection between the last fit and the first
+    failure; at most `max_tries` tries."""
+    search = Search(0)
+    low, high, batch = 0, None, 1
+    while batch <= cap and len(search.tries) < max_tries:
+        search.tries.append(fit := fits(batch))
+        if not fit.fits:
+            high = batch
+            break
+        low, batch = batch, batch * 2
+    if high is None:
+        search.largest, search.capped = low, batch > cap
+        return search
+    while high - low > 1 and len(search.tries) < max_tries:
+        mid = (low + high) // 2
+        search.tries.append(fit := fits(mid))
+        low, high = (mid, high) if fit.fits else (low, mid)
+    search.largest = low
+    return search
+
+
+def _workload(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, device: torch.device,
+              budget: int | None, info: dict) -> Workload:
+    """Build at `batch` with its peak measured, refuse it when over the budget, and time its step."""
+    built: list[Trainee] = []
+    peak = peak_bytes(lambda: built.append(prepare(spec, precision, checkpoint, batch, device)), device)
+    reason = over_budget(peak, budget)
+    if reason:
+        raise torch.OutOfMemoryError(reason)
+    trainee = built[0]
+    tokens = spec.tokens_per_sample
+    # peak_mem_bytes, as the runner reports it on CUDA: one step's own peak above the resident weights and state
+    info = info | cpu_memory_info(trainee, device) | {"step_peak_bytes": peak, "samples_per_step": batch}
+    if budget is not None:
+        info["mem_budget_bytes"] = budget
+    if tokens:
+        info["tokens_per_step"] = batch * tokens
+
+    def rates(median_s: float, peak_flops: float | None) -> dict:
+        out = {"samples_per_s": batch / median_s}
+        if tokens:
+            out["tokens_per_s"] = batch * tokens / median_s
+        flops = spec.flops_per_sample()
+        if flops and peak_flops:
+            out["mfu"] = flops * batch / median_s / peak_flops
+        return out
+
+    return Workload(fn=trainee, extra_info=info, rates=rates)
+
+
+def _params(spec: ModelSpec, lever: str, precision: str, checkpoint: bool) -> dict[str, str]:
+    return {"model": spec.name, "lever": lever, "precision": precision, "dtype": PEAK_DTYPE[precision],
+            "checkpoint": "block" if checkpoint else "off"}
+
+
+def sweep_case(spec: ModelSpec, precision: str, batch: int, profile: str, budget: int | None) -> Case:
+    """One batch of the sweep (activation checkpointing off)."""
+    def build(device: torch.device) -> Workload:
+        return _workload(spec, precision, False, batch, device, budget_for(profile, budget, device), {})
+
+    flops = spec.flops_per_sample()
+    return Case(suite=SUITE, id=f"{SUITE}/batch/{spec.name}/{precision}/{batch}",
+                params=_params(spec, "batch", precision, False) | {"batch": str(batch)}, build=build,
+                flops=flops * batch if flops else None, peak_dtype=PEAK_DTYPE[precision])
+
+
+def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str, budget: int | None) -> Case:
+    """The largest-batch search; its timed work is one step at the batch it found."""
+    def build(device: torch.device) -> Workload:
+        limit = budget_for(profile, budget, device)
+        found = largest_batch(lambda b: try_batch(spec, precision, checkpoint, b, device, limit),
+                              PROFILES[profile].search_cap)
+        if found.largest == 0:
+            raise torch.OutOfMemoryError(f"out of memory: not even a batch of 1 fits ({found.tries[0].reason})")
+        info = {"max_batch": found.largest, "max_batch_exact": found.exact, "search_capped": found.capped,
+                "search_tries": [asdict(t) for t in found.tries]}
+        return _workload(spec, precision, checkpoint, found.largest, device, limit, info)
+
+    name = "block" if checkpoint else "off"
+    return Case(suite=SUITE, id=f"{SUITE}/max_batch/{spec.name}/{precision}/checkpoint-{name}",
+                params=_params(spec, "max_batch", precision, checkpoint), build=build,
+                peak_dtype=PEAK_DTYPE[precision])
+
+
+def cases(profile: str, budget: int | None = None) -> list[Case]:
+    """The sweep and the searches of a profile; `budget` is --bench-mem-budget in bytes (None: the default)."""
+    plans = PROFILES[profile].plans
+    sweeps = [sweep_case(plan.spec, p, 2**k, profile, budget) for plan in plans for p in PRECISIONS
+              for k in range(plan.max_sweep.bit_length())]
+    searches = [search_case(plan.spec, p, ckpt, profile, budget) for plan in plans if plan.search
+                for p in PRECISIONS for ckpt in (False, True)]
+    return sweeps + searches
