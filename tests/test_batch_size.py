@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from suites.core.units import parse_bytes
 from suites.training import batch_size
-from suites.training.batch_size import Fit, largest_batch, parse_bytes, try_batch
+from suites.training.batch_size import Fit, largest_batch, try_batch
 from suites.training.model_spec import ModelSpec
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 

@@ -14,9 +14,9 @@ import pynvml
 import pytest
 import torch
 
+from suites.core import nvml
 from suites.core.runner import run_case
 from suites.core.timing import StopRule
-from suites.observers import nvml
 from suites.observers.telemetry import (
     CounterReading,
     NvmlReader,

@@ -10,7 +10,7 @@ import torch
 from suites.core.cases import Unsupported
 from suites.core.runner import run_case
 from suites.core.timing import StopRule
-from suites.training import memory_budget, train_step
+from suites.training import memory_budget, param_bytes, train_step
 from suites.training.data import token_batch, token_batches
 from suites.training.models import GPT, GPTConfig
 from suites.training.train_step import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
@@ -97,9 +97,9 @@ def test_master_weights_keep_updates_that_bfloat16_weights_lose():
 
 @pytest.mark.parametrize("master_weights", [False, True])
 def test_measured_bytes_per_param_of_adamw_mixed_precision(master_weights):
-    budget = train_step.measure_budget("tiny", master_weights, CPU)
+    budget = memory_budget.measure_budget("tiny", master_weights, CPU)
     per = budget.per_param()
-    book = memory_budget.analytic(master_weights)
+    book = param_bytes.analytic(master_weights)
     assert 14 <= per["total"] <= 20  # the 16-18 rule, measured
     for part in ("weights", "grads", "master", "moments"):
         assert per[part] == pytest.approx(book[part], abs=0.01), part
@@ -110,7 +110,7 @@ def test_checkpointing_shrinks_the_saved_activations():
     saved = []
     for checkpoint in (False, True):
         model = GPT(TINY, checkpoint=checkpoint)
-        saved.append(memory_budget.saved_activation_bytes(lambda m=model: m(x, y)[1]))
+        saved.append(param_bytes.saved_activation_bytes(lambda m=model: m(x, y)[1]))
     assert 0 < saved[1] < 0.7 * saved[0]
 
 

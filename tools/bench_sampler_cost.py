@@ -29,9 +29,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from suites.core import nvml
 from suites.core.cases import Case
 from suites.core.timing import FULL, QUICK, measure
-from suites.observers import nvml
 from suites.observers.telemetry import DEFAULT_INTERVAL_MS, Sample, Sampler, TelemetryExtension
 from suites.ops import matmul
 

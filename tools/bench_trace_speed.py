@@ -1,11 +1,11 @@
 """Time `python -m reports trace` against HolisticTraceAnalysis on the same ~100k-event trace, in one run.
 
-Issue 5 asks the summarizer to be at least 3x faster than HolisticTraceAnalysis (HTA) loading a trace and computing
+The goal is a summarizer at least 3x faster than HolisticTraceAnalysis (HTA) loading a trace and computing
 its temporal breakdown. Both run as whole subprocesses, so both pay interpreter start-up and imports, a few times
 each, round-robin; the script prints medians of wall and CPU time, their ratios, and each process's peak RSS
 (from os.wait4, per child). `python -m reports` imports every command module before it parses its arguments, so
-the same command is also timed through a parser that imports reports.trace.command only ("alone"): the difference is the
-start-up cost of the other commands.
+the same command is also timed through a parser that imports reports.trace.command only ("alone"): the difference
+is the start-up cost of the other commands.
 With --big-mb it also writes a trace of that many MB and reports our peak RSS on it, to show that memory follows
 the number of GPU events, not the size of the file.
 

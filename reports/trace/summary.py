@@ -1,4 +1,4 @@
-"""The figures of issue 5 for a parsed trace: per GPU device, per ProfilerStep, and on the host.
+"""The figures of a parsed trace: per GPU device, per ProfilerStep, and on the host.
 
 Definitions (all times in microseconds):
 - GPU events: complete events of category kernel, gpu_memcpy or gpu_memset, grouped by `args.device` (else pid).

@@ -1,4 +1,4 @@
-"""gpu_check rows of issue 7: the largest batch of GPT-2 124M at seq 1024 for fp32, amp_bf16 and amp_bf16 with
+"""gpu_check rows of the batch search: the largest batch of GPT-2 124M at seq 1024 for fp32, amp_bf16 and amp_bf16 with
 activation checkpointing, read from `batch_size.json` (gpu_check's pytest run `batch_size`).
 
 The recipe's memory lever in samples: bfloat16 activations must let a larger batch fit than fp32, and

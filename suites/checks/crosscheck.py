@@ -1,6 +1,6 @@
 """Our timer against the field's: torch.utils.benchmark on any device, triton.testing.do_bench on CUDA.
 
-`python -m suites.checks.crosscheck` times the same matmul cases with both in one run and prints the ratio of medians
+`python -m suites.crosscheck` times the same matmul cases with both in one run and prints the ratio of medians
 per case; agreement within a few percent is the evidence that the measurement core measures what peers measure.
 """
 

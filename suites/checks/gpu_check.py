@@ -1,4 +1,4 @@
-"""`python -m suites.checks.gpu_check`: checks a new GPU box in minutes and prints a short table at the end.
+"""`python -m suites.gpu_check`: checks a new GPU box in minutes and prints a short table at the end.
 
 It runs each suite's GPU must-show cases through pytest (so they are measured exactly as the main job measures
 them, JSON included) and then each suite's cross-checks against peer tools (triton.testing.do_bench, ...).
@@ -42,21 +42,21 @@ class Row:
 
 
 PYTEST_RUNS: list[PytestRun] = [
-    # Issue 2: the full matmul profile (read by suites.checks.crosscheck).
+    # the full matmul profile (read by suites.checks.crosscheck).
     PytestRun("matmul", ("bench/test_matmul.py",)),
-    # Issue 5: profiler traces of one matmul in three precisions (read by suites.checks.profiling).
+    # profiler traces of one matmul in three precisions (read by suites.checks.profiling).
     PytestRun("trace", ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes", "bfloat16,tf32,float32",
                         "--trace-dir", "{out}/traces")),
-    # Issue 3: flash and naive attention, bfloat16, head dim 128, at 4k and 16k tokens (suites.checks.attention).
+    # flash and naive attention, bfloat16, head dim 128, at 4k and 16k tokens (suites.checks.attention).
     PytestRun("attention", ("bench/test_attention.py", "-k",
                             "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)")),
-    # Issue 3: the 3x3 convolutions at 56x56, float32 and bfloat16, both memory formats (suites.checks.conv).
+    # the 3x3 convolutions at 56x56, float32 and bfloat16, both memory formats (suites.checks.conv).
     PytestRun("conv", ("bench/test_conv.py", "-k", "k3s1 and x56x56 and (bfloat16 or float32) and fwd_bwd")),
-    # Issue 4: GPT-2 124M training step in four precisions, compile off and on (suites.checks.train_step).
+    # GPT-2 124M training step in four precisions, compile off and on (suites.checks.train_step).
     PytestRun("train_step", ("bench/test_train_step.py", "-k", "gpt2-124m and (baseline or precision)")),
-    # Issue 4 numerics (parity of the small GPT in three precisions, audits of GPT-2 124M and ResNet-50: ~1 min).
+    # numerics (parity of the small GPT in three precisions, audits of GPT-2 124M and ResNet-50: ~1 min).
     PytestRun("numerics", ("bench/test_numerics.py",)),
-    # Issue 7: largest batch of GPT-2 124M at seq 1024: fp32, amp_bf16, amp_bf16 + checkpointing (~3 min).
+    # largest batch of GPT-2 124M at seq 1024: fp32, amp_bf16, amp_bf16 + checkpointing (~3 min).
     PytestRun("batch_size", ("bench/test_batch_size.py", "-k",
                              "max_batch and gpt2-124m and (checkpoint-off or amp_bf16)")),
 ]

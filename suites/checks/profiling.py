@@ -1,4 +1,4 @@
-"""gpu_check rows for issue 5: tensor cores seen in the profiler traces, NVML telemetry of a full run, sampler cost.
+"""gpu_check rows of the observers: tensor cores seen in the profiler traces, NVML telemetry of a run, sampler cost.
 
 Each function takes gpu_check's --out directory and reads what its pytest runs wrote there: `trace.json` (the
 4096-cube matmul in bfloat16, tf32 and float32, run with --trace-dir) and `matmul.json` (the full matmul sweep,

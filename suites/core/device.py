@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from suites.core import peaks
-from suites.observers import nvml
+from suites.core import nvml, peaks
 
 
 class DeviceError(ValueError):

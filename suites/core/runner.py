@@ -68,7 +68,8 @@ def requested_bytes(exc: BaseException) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2)]) if match else None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """`Type: first line of the message`: what a recorded result says of an exception (stack traces stay out)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
@@ -116,8 +117,8 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
         needed = requested_bytes(exc)
         if needed is not None:
             info["requested_bytes"] = needed
-        return CaseResult(case, "oom", _first_line(exc), extra_info=info)
-    return CaseResult(case, "error", _first_line(exc), extra_info=info)
+        return CaseResult(case, "oom", first_line(exc), extra_info=info)
+    return CaseResult(case, "error", first_line(exc), extra_info=info)
 
 
 def run_case(case: Case, device: torch.device, rule: StopRule, peak_flops: float | None = None,
@@ -174,7 +175,7 @@ def check(case: Case, workload: Workload, info: dict) -> tuple[str, str | None]:
         info["error_rel"] = err = workload.error_rel()
     except Exception as exc:  # the boundary: a failing check must not lose the measurement
         _release(torch.device(info["device"]))
-        return "error", f"correctness check did not run ({_first_line(exc)}); the timing is kept"
+        return "error", f"correctness check did not run ({first_line(exc)}); the timing is kept"
     if case.tolerance is None:
         return "ok", None
     info["tolerance"] = case.tolerance

@@ -10,9 +10,9 @@ import pytest
 from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import Extension
+from suites.core.units import parse_bytes
 from suites.harness import session as sessions
 from suites.observers import telemetry, tracing
-from suites.training import batch_size
 
 SESSION = pytest.StashKey[sessions.BenchSession]()
 
@@ -30,7 +30,7 @@ def add_options(parser: pytest.Parser) -> None:
                     f"(default {telemetry.DEFAULT_INTERVAL_MS:g}); 0 turns telemetry off")
     group.addoption("--trace-dir", dest="trace_dir", default=None,
                     help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
-    group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=batch_size.parse_bytes,
+    group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=parse_bytes,
                     help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")
 
 

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from scipy.integrate import trapezoid
 
+from suites.core import nvml
 from suites.core.cases import Case
 from suites.core.runner import Extension
-from suites.observers import nvml
 
 DEFAULT_INTERVAL_MS = 20.0
 MAX_STRETCH_S = 1.0  # several times the slowest counter update period reported (100 ms)

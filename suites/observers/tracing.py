@@ -22,7 +22,7 @@ from reports.trace.command import summary_to_json
 from reports.trace.events import read_trace
 from reports.trace.summary import summarize_trace
 from suites.core.cases import Case, Workload
-from suites.core.runner import Extension, _first_line
+from suites.core.runner import Extension, first_line
 
 WAIT, WARMUP, ACTIVE = 1, 1, 3
 TOP_KERNELS = 3
@@ -74,4 +74,4 @@ class TraceExtension(Extension):
             profile_calls(workload.fn, device, path)
             return {"trace": str(path), "trace_summary": headline(path)}
         except (RuntimeError, OSError, InputError) as exc:
-            return {"trace_error": _first_line(exc)}
+            return {"trace_error": first_line(exc)}

@@ -19,9 +19,7 @@ the profile's `cpu_budget`) checked against the peak that torch.profiler's memor
 
 from __future__ import annotations
 
-import argparse
 import gc
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -36,21 +34,6 @@ from suites.training.train_step import PEAK_DTYPE, TrainStep, make_optimizer, ma
 SUITE = "train_step"
 PRECISIONS = ("fp32", "amp_bf16")
 MAX_TRIES = 20  # an answer below 1024 needs at most 11 doublings and 9 bisections
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", re.IGNORECASE)
-
-
-def parse_bytes(text: str) -> int:
-    """`2GiB`, `512MiB`, `1.5GB`, `1000000` -> bytes; anything else is an argparse error (a one-line usage error
-    when pytest parses --bench-mem-budget)."""
-    match = _SIZE.fullmatch(text)
-    unit = match.group(2).lower() if match else None
-    if unit not in _UNITS or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size such as 2GiB, 512MiB, 1.5GB or 1000000")
-    return int(float(match.group(1)) * _UNITS[unit])
-
 
 @dataclass(frozen=True)
 class Plan:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -21,9 +21,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from suites.core.cases import Case, Unsupported, Workload, align_class
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import tf32_unsupported
-from suites.training import memory_budget
+from suites.training import param_bytes
 from suites.training.data import EncodedImages, image_loader, token_batches
-from suites.training.memory_budget import MemoryBudget
 from suites.training.models import GPT, CNNConfig, GPTConfig, ResNet, gpt_flops_per_token
 
 PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16")
@@ -236,7 +235,8 @@ def _support(levers: Levers, lever: str, profile: Profile, device: torch.device)
     return None
 
 
-def _optimizer(model: nn.Module, levers: Levers, lr: float) -> torch.optim.Optimizer:
+def optimizer_for(model: nn.Module, levers: Levers, lr: float) -> torch.optim.Optimizer:
+    """The optimizer the levers ask for (fused or foreach AdamW, with or without a float32 master copy)."""
     try:
         if levers.master_weights:
             return MasterWeightsAdamW(model.parameters(), levers.optimizer, lr=lr)
@@ -313,8 +313,8 @@ def _memory_and_flops(eager: TrainStep, trainee: _Trainee, device: torch.device)
     """Bytes per parameter (after a step, before the next zero_grad), saved activations, the CUDA allocator's
     figures, and the counted FLOPs, all taken on the eager model outside the timed window."""
     batch = trainee.seed_batches[0]
-    info = memory_budget.measure(trainee.model, eager.optimizer).extra_info()
-    info["saved_activation_bytes"] = memory_budget.saved_activation_bytes(lambda: eager.forward(*batch))
+    info = param_bytes.measure(trainee.model, eager.optimizer).extra_info()
+    info["saved_activation_bytes"] = param_bytes.saved_activation_bytes(lambda: eager.forward(*batch))
     if device.type == "cuda":
         info |= _cuda_memory(eager, batch, device)
     info |= cpu_memory_info(lambda: eager(*batch), device)  # CPU: peak_mem_bytes of one step (CUDA: the runner's)
@@ -385,7 +385,7 @@ def _build_gpt(profile: Profile, levers: Levers, device: torch.device) -> Worklo
     if levers.master_weights:
         model.to(torch.bfloat16)
     batches = token_batches(raw_vocab, profile.gpt_batch, config.block_size, profile.steps, SEED, device)
-    trainee = _Trainee(model, _optimizer(model, levers, profile.lr), batches, _cycle(batches), profile.gpt_batch,
+    trainee = _Trainee(model, optimizer_for(model, levers, profile.lr), batches, _cycle(batches), profile.gpt_batch,
                        profile.gpt_batch * config.block_size, gpt_formula_flops(profile, levers))
     return _workload(trainee, levers, device)
 
@@ -414,7 +414,7 @@ def _build_cnn(profile: Profile, levers: Levers, device: torch.device) -> Worklo
         def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
             return _to_device(next(loader), device, memory_format, levers.pin_memory)
 
-    trainee = _Trainee(model, _optimizer(model, levers, profile.lr), batches, next_batch, profile.cnn_batch,
+    trainee = _Trainee(model, optimizer_for(model, levers, profile.lr), batches, next_batch, profile.cnn_batch,
                        None, None)
     return _workload(trainee, levers, device)
 
@@ -471,19 +471,3 @@ def cases(profile: str) -> list[Case]:
     prof = PROFILES[profile]
     return ([gpt_case(prof, *variant) for variant in GPT_VARIANTS]
             + [cnn_case(prof, *variant) for variant in CNN_VARIANTS])
-
-
-def measure_budget(model: str, master_weights: bool, device: torch.device, steps: int = 2) -> MemoryBudget:
-    """The AdamW bf16 mixed-precision memory budget of a GPT preset after `steps` real steps (the CLI of
-    suites.training.memory_budget prints it)."""
-    profile = replace(PROFILES["quick"], gpt=model, gpt_batch=2, steps=steps)
-    levers = Levers(master_weights=master_weights)
-    config = gpt_config(profile, levers)
-    torch.manual_seed(SEED)
-    net = GPT(config).to(device)
-    if master_weights:
-        net.to(torch.bfloat16)
-    optimizer = _optimizer(net, levers, profile.lr)
-    step = make_step(net, optimizer, levers.precision, device=device)
-    train(step, token_batches(GPTConfig.preset(model).vocab_size, 2, config.block_size, steps, SEED, device))
-    return memory_budget.measure(net, optimizer)

@@ -1,0 +1,71 @@
+"""The package rules of suites/ and reports/ as their __init__ docstrings state them, and no import cycles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Which packages of suites/ each package may import (itself always).
+ALLOWED = {
+    "core": set(),
+    "observers": {"core"},
+    "harness": {"core", "observers"},
+    "ops": {"core"},
+    "training": {"core", "ops"},
+    "checks": {"core", "observers", "harness", "ops", "training"},
+}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module name the file imports, at any depth (lazy imports inside functions count too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+MODULES = {module_name(p): p for top in ("suites", "reports") for p in (ROOT / top).rglob("*.py")}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_imports_only_what_its_role_allows(package):
+    for path in (ROOT / "suites" / package).glob("*.py"):
+        used = {name.split(".")[1] for name in imports_of(path) if name.startswith("suites.") and
+                name.split(".")[1] in ALLOWED}
+        assert used <= ALLOWED[package] | {package}, f"{module_name(path)} imports {sorted(used - ALLOWED[package])}"
+
+
+def test_reports_never_imports_suites_or_torch():
+    for name, path in MODULES.items():
+        if name.startswith("reports"):
+            bad = {n for n in imports_of(path) if n.split(".")[0] in ("torch", "suites")}
+            assert not bad, f"{name} imports {sorted(bad)}"
+
+
+def test_no_import_cycles():
+    graph = {name: {n for n in imports_of(path) if n in MODULES and n != name} for name, path in MODULES.items()}
+    done: set[str] = set()
+
+    def visit(name: str, stack: list[str]) -> None:
+        if name in stack:
+            raise AssertionError("import cycle: " + " -> ".join([*stack[stack.index(name):], name]))
+        if name in done:
+            return
+        for dep in graph[name]:
+            visit(dep, [*stack, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
