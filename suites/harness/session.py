@@ -18,7 +18,7 @@ import torch
 from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.precision import DTYPES
-from suites.core.runner import CaseResult, Extension, run_case
+from suites.core.runner import CaseResult, Extension, Peaks, run_case
 from suites.core.timing import RULES, StopRule
 
 PROFILES = tuple(RULES)
@@ -52,13 +52,16 @@ class BenchSession:
     def rule(self) -> StopRule:
         return RULES[self.profile]
 
-    def peak_flops(self, dtype: str | None) -> float | None:
-        """The device's peak FLOP/s for a dtype (None on CPU: no honest peak is known there)."""
-        if self.device.type != "cuda" or dtype is None:
-            return None
+    def peaks(self, dtype: str | None) -> Peaks:
+        """The device's peak FLOP/s for a dtype and its memory bandwidth in GB/s (None on CPU: no honest peak is
+        known there)."""
+        if self.device.type != "cuda":
+            return Peaks()
         if self._peaks is None:
             self._peaks = devices.gpu_info(self.device).peaks
-        return self._peaks.get(dtype, {}).get("value")
+        bandwidth = self._peaks.get("bandwidth", {}).get("value")
+        return Peaks(self._peaks.get(dtype, {}).get("value") if dtype else None,
+                     bandwidth / 1e9 if bandwidth else None)
 
     def select(self, cases: list[Case]) -> list[Case]:
         return [c for c in cases if self.dtypes is None or c.params.get("dtype") in self.dtypes]
@@ -97,7 +100,7 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:
     """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error)."""
     rule = SMOKE if benchmark.disabled else session.rule
-    result = run_case(case, session.device, rule, session.peak_flops(case.peak_dtype), session.extensions)
+    result = run_case(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions)
     result.extra_info["profile"] = session.profile
     record(benchmark, result)
     if result.measurement is None:
