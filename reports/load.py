@@ -25,7 +25,8 @@ STAT_COLUMNS = {"median": "median_s", "mean": "mean_s", "min": "min_s", "max": "
                 "iqr": "iqr_s", "q1": "q1_s", "q3": "q3_s", "rounds": "rounds"}
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "group", "name", "fullname", "case", "status"]
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
-KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured"}
+KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
+                "incomplete_reason"}
 
 
 def warn(message: str) -> None:
@@ -94,8 +95,12 @@ def run_fields(path: Path, data: dict) -> dict:
     """The columns every row of one file shares: which run, on which machine and device."""
     machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     commit = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else {}
-    return {"file": str(path), "datetime": data.get("datetime"), "commit": commit.get("id"),
-            "machine": machine.get("node"), "device": device_name(machine)}
+    fields = {"file": str(path), "datetime": data.get("datetime"), "commit": commit.get("id"),
+              "machine": machine.get("node"), "device": device_name(machine)}
+    if data.get("incomplete") is True:  # the run was cut short: its missing cases were not measured, not removed
+        reason = data.get("incomplete_reason")
+        fields["incomplete_reason"] = reason if isinstance(reason, str) and reason else "no reason recorded"
+    return fields
 
 
 def _scalar(value: object) -> bool:

@@ -11,6 +11,7 @@ from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import Extension
 from suites.core.units import parse_bytes
+from suites.harness import results
 from suites.harness import session as sessions
 from suites.observers import telemetry, tracing
 
@@ -47,6 +48,7 @@ def configure(config: pytest.Config) -> None:
         option.benchmark_save_data = True
         if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
             option.benchmark_autosave = True
+        results.take_over(config, config.stash[SESSION].not_measured)
 
 
 def observers(config: pytest.Config) -> list[Extension]:
