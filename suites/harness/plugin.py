@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def configure(config: pytest.Config) -> None:
 def observers(config: pytest.Config) -> list[Extension]:
     """NVML telemetry around every case (it reports why when it cannot), and with --trace-dir a profiler trace."""
     interval = config.getoption("telemetry_interval_ms")
-    if not interval >= 0:
+    if not (math.isfinite(interval) and interval >= 0):
         raise pytest.UsageError(f"--telemetry-interval-ms {interval:g}: expected 0 (off) or a positive interval")
     found: list[Extension] = [telemetry.TelemetryExtension(session(config).device, interval)]
     if trace_dir := config.getoption("trace_dir"):
