@@ -180,8 +180,8 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
             group_thresholds: dict[str, float] | None = None, alpha: float = DEFAULT_ALPHA,
             allow_different_devices: bool = False) -> Comparison:
     """Verdicts for every case measured in both runs; cases measured in one only are added or removed."""
-    check_devices(base_frame, cand_frame, allow_different_devices)
     base, cand = _one_run(base_frame, "baseline"), _one_run(cand_frame, "candidate")
+    check_devices(base_frame, cand_frame, allow_different_devices)
     group_thresholds = group_thresholds or {}
     common = [case for case in base.index if case in cand.index]
     verdicts = [decide(base.loc[case], cand.loc[case], group_thresholds.get(base.loc[case, "group"], threshold_pct),
