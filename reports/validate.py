@@ -51,16 +51,18 @@ def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open itself
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as fh:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{path}: not a regular file ({kind_of(info.st_mode)})")
         if info.st_size > limit:
             raise InputError(f"{path}: {info.st_size} bytes, over the {limit} bytes a report reads")
-        try:
+        with os.fdopen(os.dup(fd), "rb") as fh:
             data = fh.read(limit + 1)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise InputError(f"{path}: grew past the {limit} bytes a report reads while being read")
     return data
