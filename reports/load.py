@@ -6,6 +6,10 @@ everything py-cpuinfo says from 3.4 on), and directories such as `.benchmarks/` 
 own fields (`extra_info`, machine_info's `gpu` and `cpu_info`, the `not_measured` list) become columns when present.
 Every row carries the run (file, datetime, commit), the machine and the device, so runs can be mixed freely.
 
+A run's journal (`RESULTS.json.journal`, one JSON line per finished case, which the suite's plugin writes as
+it goes and removes once the results file is whole) is read like a results file marked incomplete: it is what
+is left of a run that was killed outright.
+
 Bad input: a file named on the command line that cannot be used is an InputError (one line, exit 2); a bad file
 found inside a directory, an unknown top-level field, a malformed entry or a duplicate case is a warning on
 stderr and the rest is used, so one truncated nightly file does not hide a year of history.
@@ -23,6 +27,7 @@ from reports.errors import InputError
 from reports.validate import warn
 
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "group", "name", "fullname", "case", "status"]
+JOURNAL_SUFFIX = ".journal"
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
 KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
                 "incomplete_reason"}
@@ -36,7 +41,7 @@ def sources(paths: list[str | Path]) -> list[tuple[Path, bool]]:
         if path.is_dir():
             if not os.access(path, os.R_OK | os.X_OK):
                 raise InputError(f"{path}: cannot read directory (permission denied)")
-            found = sorted(path.rglob("*.json"))
+            found = sorted([*path.rglob("*.json"), *path.rglob(f"*.json{JOURNAL_SUFFIX}")])
             if not found:
                 raise InputError(f"{path}: directory holds no .json result files")
             files.extend((f, False) for f in found)
@@ -54,9 +59,36 @@ def expand(paths: list[str | Path]) -> list[Path]:
 
 def read_json(path: Path) -> dict:
     """The parsed file, or an InputError naming the file and what is wrong with it (see reports.validate)."""
-    data = validate.read_json(path)
+    data = read_journal(path) if path.name.endswith(JOURNAL_SUFFIX) else validate.read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InputError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
+    return data
+
+
+def read_journal(path: Path) -> dict:
+    """A journal as the results file its run did not get to write, marked incomplete.
+
+    The header line holds the run's machine and commit; each other line one case. A line cut short by the kill
+    is left out with a warning.
+    """
+    lines = validate.decode(path, validate.read_bytes(path)).splitlines()
+    if not lines:
+        raise InputError(f"{path}: file is empty")
+    header = validate.parse_json(path, lines[0])
+    if not isinstance(header, dict) or "journal" not in header:
+        raise InputError(f"{path}: not a results journal (no header line)")
+    data = {key: header.get(key) for key in ("machine_info", "commit_info", "datetime", "version")}
+    data.update(benchmarks=[], not_measured=[], incomplete=True,
+                incomplete_reason="the run ended without writing its results; read from its journal")
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            record = validate.parse_json(path, line)
+        except InputError as exc:
+            warn(f"{exc} (line {number}); left out")
+            continue
+        for key in ("benchmarks", "not_measured"):
+            if isinstance(record, dict) and key in record:
+                data[key].append(record[key])
     return data
 
 

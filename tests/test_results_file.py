@@ -64,6 +64,33 @@ def test_a_run_killed_part_way_keeps_its_finished_cases_marked_incomplete(signum
 
 
 @pytest.mark.slow
+def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(tmp_path):
+    """SIGKILL cannot be caught: what survives is the journal, one fsync'ed line per finished case."""
+    out = tmp_path / "killed.json"
+    journal = tmp_path / "killed.json.journal"
+    proc = subprocess.Popen([sys.executable, *QUICK, "--bench-dtypes", "float32,float16", f"--benchmark-json={out}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.kill()
+    proc.wait(timeout=60)
+    cases = [json.loads(line)["benchmarks"]["extra_info"]["case"] for line in journal.read_text().splitlines()[1:]
+             if '"benchmarks"' in line]
+    assert len(cases) >= 2
+
+    table = _reports("table", str(journal))
+    assert table.returncode == 0, table.stderr
+    assert "matmul on" in table.stdout and "256x256x256" in table.stdout
+    gate = _reports("compare", str(RUN_A), str(journal), "--fail-on-regression", "--allow-different-devices")
+    assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
+
+    again = _run("-k", "square and float32", f"--benchmark-json={out}")  # the journal's results are not overwritten
+    assert again.returncode == 4 and "journal of another run" in again.stderr
+
+
+@pytest.mark.slow
 def test_a_run_of_only_unsupported_cases_still_writes_its_file(tmp_path):
     out = tmp_path / "tf32.json"
     proc = _run("--bench-dtypes", "tf32", "-k", "square", f"--benchmark-json={out}")
