@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # an output that cannot be written (full disk, a file where a folder was asked)
+        print(f"error: {exc.filename or ''}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

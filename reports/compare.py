@@ -25,6 +25,7 @@ run only are listed as added or removed (with the status, e.g. oom, that replace
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -69,6 +70,8 @@ class Comparison:
     baseline: str
     candidate: str
     broken: list[str] = field(default_factory=list)  # timed in the baseline, now oom or error: a regression too
+    incomplete: str | None = None  # why the candidate run was cut short, when it was
+    unmeasured: list[str] = field(default_factory=list)  # timed in the baseline, not reached by the cut-short run
 
     def count(self, verdict: str) -> int:
         return sum(v.verdict == verdict for v in self.verdicts)
@@ -198,8 +201,8 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
             group_thresholds: dict[str, float] | None = None, alpha: float = DEFAULT_ALPHA,
             allow_different_devices: bool = False) -> Comparison:
     """Verdicts for every case measured in both runs; cases measured in one only are added or removed."""
-    check_devices(base_frame, cand_frame, allow_different_devices)
     base, cand = _one_run(base_frame, "baseline"), _one_run(cand_frame, "candidate")
+    check_devices(base_frame, cand_frame, allow_different_devices)
     group_thresholds = group_thresholds or {}
     common = [case for case in base.index if case in cand.index]
     verdicts = [decide(base.loc[case], cand.loc[case], group_thresholds.get(base.loc[case, "group"], threshold_pct),
@@ -208,10 +211,36 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
     verdicts.sort(key=lambda v: (order[v.verdict], -abs(np.log(v.ratio))))
     gone = sorted(set(base.index) - set(cand.index))
     failing = set(cand_frame.loc[cand_frame["status"].isin(["oom", "error"]), "case"])
+    incomplete = incomplete_reason(cand_frame)
+    unreached = set(gone) - set(cand_frame["case"]) if incomplete else set()
     return Comparison(verdicts, added=sorted(set(cand.index) - set(base.index)),
-                      removed=[_with_status(case, cand_frame) for case in gone if case not in failing],
+                      removed=[_with_status(case, cand_frame) for case in gone
+                               if case not in failing and case not in unreached],
                       baseline=base_frame["file"].iloc[0], candidate=cand_frame["file"].iloc[0],
-                      broken=[_with_status(case, cand_frame) for case in gone if case in failing])
+                      broken=[_with_status(case, cand_frame) for case in gone if case in failing],
+                      incomplete=incomplete, unmeasured=sorted(unreached))
+
+
+def incomplete_reason(frame: pd.DataFrame) -> str | None:
+    """Why a run was cut short (its file's `incomplete_reason`), or None for a run that finished."""
+    if "incomplete_reason" not in frame:
+        return None
+    reasons = frame["incomplete_reason"].dropna()
+    return str(reasons.iloc[0]) if len(reasons) else None
+
+
+def gate_failures(result: Comparison) -> list[str]:
+    """Why `--fail-on-regression` must not pass: a regression, or a comparison that could not check enough."""
+    failures = []
+    if result.regressed:
+        failures.append(f"{result.count('slower')} case(s) slower, {len(result.broken)} timed before and "
+                        "failing now")
+    if result.incomplete:
+        failures.append(f"the candidate run is incomplete ({result.incomplete}): {len(result.unmeasured)} "
+                        "baseline case(s) were not measured")
+    if not result.verdicts:
+        failures.append("no case was timed in both runs: nothing was compared")
+    return failures
 
 
 def _pct(ratio: float | None) -> str:
@@ -234,7 +263,9 @@ def verdict_table(verdicts: list[Verdict]) -> list[dict]:
 
 def summary_line(result: Comparison) -> str:
     counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICTS)
-    return f"{counts}; {len(result.broken)} failing now, {len(result.added)} added, {len(result.removed)} removed"
+    unmeasured = f", {len(result.unmeasured)} not measured" if result.incomplete else ""
+    return (f"{counts}; {len(result.broken)} failing now{unmeasured}, {len(result.added)} added, "
+            f"{len(result.removed)} removed")
 
 
 def render(result: Comparison, markdown: bool) -> str:
@@ -245,6 +276,9 @@ def render(result: Comparison, markdown: bool) -> str:
     if result.regressed:
         lines.append(f"\n{'**' if markdown else ''}REGRESSION: {result.count('slower')} case(s) slower, "
                      f"{len(result.broken)} timed before and failing now{'**' if markdown else ''}")
+    if result.incomplete:
+        lines.append(f"\n{'**' if markdown else ''}INCOMPLETE candidate: {result.incomplete}; cases it did not "
+                     f"reach are not measured, neither passed nor removed{'**' if markdown else ''}")
     notable = [v for v in result.verdicts if v.verdict != "same"]
     same = [v for v in result.verdicts if v.verdict == "same"]
     if notable:
@@ -253,7 +287,8 @@ def render(result: Comparison, markdown: bool) -> str:
         table = tabulate(verdict_table(same), headers="keys", tablefmt=fmt)
         lines.append(f"\n<details><summary>{len(same)} cases the same</summary>\n\n{table}\n\n</details>"
                      if markdown else f"\n{table}")
-    for title, cases in (("failing now", result.broken), ("added", result.added), ("removed", result.removed)):
+    for title, cases in (("failing now", result.broken), ("not measured (run incomplete)", result.unmeasured),
+                         ("added", result.added), ("removed", result.removed)):
         if cases:
             lines.append(f"\n{title.capitalize()} ({len(cases)}): " + ", ".join(f"`{c}`" if markdown else c
                                                                                for c in cases))
@@ -266,38 +301,74 @@ def parse_group_thresholds(items: list[str]) -> dict[str, float]:
     for item in items:
         group, _, value = item.partition("=")
         try:
-            out[group] = float(value)
-        except ValueError:
-            raise InputError(f"--threshold-group {item!r}: expected GROUP=PERCENT, e.g. attention=10") from None
-        if not group or out[group] < 0:
+            out[group] = percent(value)
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"--threshold-group {item!r}: {exc}; expected GROUP=PERCENT, e.g. attention=10") \
+                from None
+        if not group:
             raise InputError(f"--threshold-group {item!r}: expected GROUP=PERCENT, e.g. attention=10")
     return out
 
 
+def percent(text: str) -> float:
+    """An option's minimum effect: a finite percentage >= 0 (`nan` would make every comparison false: a pass)."""
+    value = _number(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite percentage >= 0")
+    return value
+
+
+def probability(text: str) -> float:
+    """A significance level strictly between 0 and 1."""
+    value = _number(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a significance level between 0 and 1, e.g. 0.01")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    group_thresholds = parse_group_thresholds(args.threshold_group)
     base, cand = load([args.baseline]), load([args.candidate])
-    if args.threshold < 0:
-        raise InputError(f"--threshold {args.threshold}: must be a percentage >= 0")
-    result = compare(base, cand, args.threshold, parse_group_thresholds(args.threshold_group), args.alpha,
-                     args.allow_different_devices)
-    print(render(result, args.markdown))
+    result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices)
     if args.json:
-        pd.DataFrame([asdict(v) for v in result.verdicts]).to_json(args.json, orient="records", indent=1)
-    return 1 if args.fail_on_regression and result.regressed else 0
+        write_verdicts(result, args.json)
+    print(render(result, args.markdown))
+    failures = gate_failures(result) if args.fail_on_regression else []
+    for failure in failures:
+        print(f"gate failed: {failure}")
+    return 1 if failures else 0
+
+
+def write_verdicts(result: Comparison, path: str) -> None:
+    """The verdicts as JSON records; a path that cannot be written is an InputError before anything is printed."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            pd.DataFrame([asdict(v) for v in result.verdicts]).to_json(fh, orient="records", indent=1)
+    except OSError as exc:
+        raise InputError(f"--json {path}: cannot write ({exc.strerror or exc})") from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("compare", help="per-case verdicts between a baseline and a candidate run")
     parser.add_argument("baseline", help="pytest-benchmark JSON of the reference run")
     parser.add_argument("candidate", help="pytest-benchmark JSON of the run to judge")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
+    parser.add_argument("--threshold", type=percent, default=DEFAULT_THRESHOLD_PCT,
                         help="minimum effect in percent (default: 5)")
     parser.add_argument("--threshold-group", action="append", default=[], metavar="GROUP=PERCENT",
                         help="minimum effect for one group, e.g. attention=10 (repeatable)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+    parser.add_argument("--alpha", type=probability, default=DEFAULT_ALPHA,
                         help="significance level of the Mann-Whitney U test (default: 0.01)")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown, e.g. for $GITHUB_STEP_SUMMARY")
-    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any case is slower")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when any case is slower or fails now, when the candidate run is incomplete, "
+                        "or when no case could be compared")
     parser.add_argument("--allow-different-devices", action="store_true",
                         help="compare runs of different devices anyway (with a warning)")
     parser.add_argument("--json", help="also write the verdicts to this JSON file")

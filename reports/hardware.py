@@ -26,6 +26,8 @@ from reports.history import slug
 from reports.load import load, output_dir
 from reports.table import axes_of, format_time
 
+matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
+
 FIGURES = ["system", "time", "tflops", "pct_peak", "speedup"]
 
 

@@ -8,6 +8,7 @@ named by the run where the new level starts: its date, commit and file, which is
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from reports.errors import InputError
 from reports.load import load, output_dir
 from reports.stats import Step, fitted, steps
 from reports.table import format_time
+
+matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
 
 
 @dataclass
@@ -49,7 +52,7 @@ class Trend:
 
 def trends(frame: pd.DataFrame, min_effect_pct: float = 5.0) -> list[Trend]:
     """A Trend per (device, case) with at least one timing; cases with steps first, then by group and case."""
-    measured = frame[frame["median_s"].notna()] if "median_s" in frame else frame.iloc[:0]
+    measured = frame[frame["median_s"] > 0] if "median_s" in frame else frame.iloc[:0]
     if measured.empty:
         raise InputError("history: the results hold no timed case")
     columns = [c for c in ("datetime", "commit", "file", "median_s", "q1_s", "q3_s") if c in measured]
@@ -72,6 +75,13 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120]
 
 
+def file_stem(*names: str) -> str:
+    """A file name for these names that no other names get: slugs (lossy: `a/b` and `a:b` give one slug, and
+    are cut at 120 characters) joined, then a short hash of the names themselves."""
+    digest = hashlib.sha1("\0".join(names).encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "_".join(slug(n)[:100] for n in names) + f"_{digest}"
+
+
 def plot_step(trend: Trend, outdir: Path) -> Path:
     """One case: the run medians with their IQR, the fitted levels, and each step marked with its run."""
     runs = trend.runs
@@ -88,7 +98,7 @@ def plot_step(trend: Trend, outdir: Path) -> Path:
     ax.set(xlabel="run (oldest first)", ylabel="median time (s)", title=f"{trend.case} on {trend.device}")
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
-    path = outdir / f"history_step_{slug(trend.device)}_{slug(trend.case)}.png"
+    path = outdir / f"history_step_{file_stem(trend.device, trend.case)}.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -108,7 +118,7 @@ def plot_group(group: str, device: str, found: list[Trend], outdir: Path) -> Pat
         ax.legend(fontsize=6, loc="best")
     fig.autofmt_xdate()
     fig.tight_layout()
-    path = outdir / f"history_{slug(group)}_{slug(device)}.png"
+    path = outdir / f"history_{file_stem(group, device)}.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -82,6 +82,8 @@ def results_section(frame: pd.DataFrame) -> str:
 
 def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) -> str:
     """The devices side by side, only when the results hold more than one."""
+    if "median_s" not in frame or frame["median_s"].isna().all():
+        return ""  # nothing timed: the page still lists what failed and why
     rows, base = hardware.side_by_side(frame, baseline)
     common = hardware.shared(rows)
     if common.empty:
@@ -98,7 +100,7 @@ def suite_plots(frame: pd.DataFrame, outdir: Path) -> tuple[list[Path], list[str
     """Every plot of reports.plots.command.PLOTTERS, like plots.write_all but one plotter at a time, so that a plotter
     that fails costs the page its own plots only: the nightly report is most needed when something broke.
     Returns the PNGs and one line per failed plotter (also warned on stderr)."""
-    outdir.mkdir(parents=True, exist_ok=True)
+    output_dir(outdir)
     images, failures = [], []
     for module in plots.PLOTTERS:
         try:

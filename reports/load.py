@@ -6,6 +6,10 @@ everything py-cpuinfo says from 3.4 on), and directories such as `.benchmarks/` 
 own fields (`extra_info`, machine_info's `gpu` and `cpu_info`, the `not_measured` list) become columns when present.
 Every row carries the run (file, datetime, commit), the machine and the device, so runs can be mixed freely.
 
+A run's journal (`RESULTS.json.journal`, one JSON line per finished case, which the suite's plugin writes as
+it goes and removes once the results file is whole) is read like a results file marked incomplete: it is what
+is left of a run that was killed outright.
+
 Bad input: a file named on the command line that cannot be used is an InputError (one line, exit 2); a bad file
 found inside a directory, an unknown top-level field, a malformed entry or a duplicate case is a warning on
 stderr and the rest is used, so one truncated nightly file does not hide a year of history.
@@ -13,24 +17,20 @@ stderr and the rest is used, so one truncated nightly file does not hide a year 
 
 from __future__ import annotations
 
-import json
-import sys
+import os
 from pathlib import Path
 
 import pandas as pd
 
+from reports import validate
 from reports.errors import InputError
+from reports.validate import warn
 
-STAT_COLUMNS = {"median": "median_s", "mean": "mean_s", "min": "min_s", "max": "max_s", "stddev": "stddev_s",
-                "iqr": "iqr_s", "q1": "q1_s", "q3": "q3_s", "rounds": "rounds"}
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "group", "name", "fullname", "case", "status"]
+JOURNAL_SUFFIX = ".journal"
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
-KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured"}
-
-
-def warn(message: str) -> None:
-    """A problem the report can work around: one line on stderr, the report goes on."""
-    print(f"warning: {message}", file=sys.stderr)
+KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
+                "incomplete_reason"}
 
 
 def sources(paths: list[str | Path]) -> list[tuple[Path, bool]]:
@@ -39,7 +39,9 @@ def sources(paths: list[str | Path]) -> list[tuple[Path, bool]]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(path.rglob("*.json"))
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise InputError(f"{path}: cannot read directory (permission denied)")
+            found = sorted([*path.rglob("*.json"), *path.rglob(f"*.json{JOURNAL_SUFFIX}")])
             if not found:
                 raise InputError(f"{path}: directory holds no .json result files")
             files.extend((f, False) for f in found)
@@ -56,19 +58,37 @@ def expand(paths: list[str | Path]) -> list[Path]:
 
 
 def read_json(path: Path) -> dict:
-    """The parsed file, or an InputError naming the file and what is wrong with it."""
-    try:
-        text = path.read_bytes().decode()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
-    if not text.strip():
-        raise InputError(f"{path}: file is empty")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON, truncated? ({exc.msg} at line {exc.lineno})") from None
+    """The parsed file, or an InputError naming the file and what is wrong with it (see reports.validate)."""
+    data = read_journal(path) if path.name.endswith(JOURNAL_SUFFIX) else validate.read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InputError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
+    return data
+
+
+def read_journal(path: Path) -> dict:
+    """A journal as the results file its run did not get to write, marked incomplete.
+
+    The header line holds the run's machine and commit; each other line one case. A line cut short by the kill
+    is left out with a warning.
+    """
+    lines = validate.decode(path, validate.read_bytes(path)).splitlines()
+    if not lines:
+        raise InputError(f"{path}: file is empty")
+    header = validate.parse_json(path, lines[0])
+    if not isinstance(header, dict) or "journal" not in header:
+        raise InputError(f"{path}: not a results journal (no header line)")
+    data = {key: header.get(key) for key in ("machine_info", "commit_info", "datetime", "version")}
+    data.update(benchmarks=[], not_measured=[], incomplete=True,
+                incomplete_reason="the run ended without writing its results; read from its journal")
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            record = validate.parse_json(path, line)
+        except InputError as exc:
+            warn(f"{exc} (line {number}); left out")
+            continue
+        for key in ("benchmarks", "not_measured"):
+            if isinstance(record, dict) and key in record:
+                data[key].append(record[key])
     return data
 
 
@@ -94,25 +114,34 @@ def run_fields(path: Path, data: dict) -> dict:
     """The columns every row of one file shares: which run, on which machine and device."""
     machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     commit = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else {}
-    return {"file": str(path), "datetime": data.get("datetime"), "commit": commit.get("id"),
-            "machine": machine.get("node"), "device": device_name(machine)}
+    fields = {"file": str(path), "datetime": data.get("datetime"), "commit": commit.get("id"),
+              "machine": machine.get("node"), "device": device_name(machine)}
+    if data.get("incomplete") is True:  # the run was cut short: its missing cases were not measured, not removed
+        reason = data.get("incomplete_reason")
+        fields["incomplete_reason"] = reason if isinstance(reason, str) and reason else "no reason recorded"
+    return fields
 
 
 def _scalar(value: object) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _row(run: dict, bench: dict, measured: bool) -> dict:
+def _row(path: Path, run: dict, bench: dict, measured: bool) -> dict:
     extra = bench.get("extra_info") if isinstance(bench.get("extra_info"), dict) else {}
     params = bench.get("params") if isinstance(bench.get("params"), dict) else {}
     row = dict(run)
-    row.update({"group": bench.get("group"), "name": bench.get("name"), "fullname": bench.get("fullname")})
-    row["case"] = extra.get("case") or bench.get("fullname") or bench.get("name")
-    row["status"] = extra.get("status", "ok" if measured else "error")
-    row["param_names"] = ",".join(params)  # which columns are the case's axes (levers pair cases on them)
-    for key, value in params.items():
-        row[key if key not in row else f"param_{key}"] = value if _scalar(value) else str(value)
-    for key, value in extra.items():
+    row.update({key: validate.text_field(bench.get(key)) for key in ("group", "name", "fullname")})
+    row["case"] = validate.text_field(extra.get("case") or bench.get("fullname") or bench.get("name"))
+    status = extra.get("status", "ok" if measured else "error")
+    row["status"] = validate.text_field(status)
+    where = f"{path}: case {row['case']!r:.120}"
+    axes = []  # the columns that hold the case's axes (levers pair cases on them); a param named like a run
+    for key, value in params.items():  # column (`device`, `file`) keeps its own column, never the run's
+        column = str(key) if str(key) not in row else f"param_{key}"
+        axes.append(column)
+        row[column] = value if _scalar(value) else str(value)
+    row["param_names"] = ",".join(axes)
+    for key, value in validate.figures(where, extra).items():
         if key not in ("case", "status"):
             row[key if key not in row else f"extra_{key}"] = value
     telemetry = extra.get("telemetry")
@@ -121,12 +150,12 @@ def _row(run: dict, bench: dict, measured: bool) -> dict:
             row["throttled"] = bool(telemetry["throttled"])
         if isinstance(telemetry.get("sm_clock_median_mhz"), int | float):
             row["sm_clock_mhz"] = float(telemetry["sm_clock_median_mhz"])
-    stats = bench.get("stats") if isinstance(bench.get("stats"), dict) else {}
-    for key, column in STAT_COLUMNS.items():
-        if isinstance(stats.get(key), int | float):
-            row[column] = stats[key]
-    if isinstance(stats.get("data"), list):
-        row["samples_s"] = stats["data"]
+    if measured:
+        columns, invalid = validate.stats_columns(where, bench.get("stats"))
+        row.update(columns)
+        if invalid:  # listed with what was wrong, never as "ok" without a time
+            warn(f"{where}: {invalid}; listed as invalid")
+            row.update(status="invalid", reason=invalid)
     return row
 
 
@@ -162,8 +191,8 @@ def rows_of(path: Path) -> list[dict]:
     if unknown:
         warn(f"{path}: unknown top-level field(s) {', '.join(unknown)}; ignored")
     run = run_fields(path, data)
-    rows = [_row(run, b, True) for b in _entries(path, data, "benchmarks")]
-    rows += [_row(run, b, False) for b in _entries(path, data, "not_measured")]
+    rows = [_row(path, run, b, True) for b in _entries(path, data, "benchmarks")]
+    rows += [_row(path, run, b, False) for b in _entries(path, data, "not_measured")]
     return _unique(path, rows)
 
 
@@ -193,10 +222,14 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
 def output_dir(path: str | Path) -> Path:
     """A directory for a report's files, created if needed; one that cannot be made is an InputError."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: is a file; the output needs a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{path}: cannot create output directory ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write into this directory (permission denied)")
     return path
 
 

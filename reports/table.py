@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pandas as pd
 from tabulate import tabulate
@@ -53,6 +54,16 @@ def group_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.where(table.notna(), None)
 
 
+def with_run(table: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """The table with a first `run` column when it mixes several runs, so that repeated cases can be told apart."""
+    files = measured["file"]
+    if files.nunique() < 2:
+        return table
+    names = files.map(lambda f: Path(f).name)
+    return table.assign(run=(names if names.nunique() == files.nunique() else files).to_numpy())[
+        ["run", *table.columns]]
+
+
 def not_measured(frame: pd.DataFrame) -> str:
     """Cases without a timing, counted by status and reason (the reason is the same for whole dtypes)."""
     if "median_s" in frame:
@@ -71,8 +82,8 @@ def render(frame: pd.DataFrame, fmt: str) -> str:
         measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[0:0]
         text = f"## {group} on {device}\n\n"
         if not measured.empty:
-            text += tabulate(group_table(measured), headers="keys", tablefmt=fmt, showindex=False, floatfmt=".4g",
-                             missingval="")
+            text += tabulate(with_run(group_table(measured), measured), headers="keys", tablefmt=fmt,
+                             showindex=False, floatfmt=".4g", missingval="")
         skipped = not_measured(part)
         parts.append(text + (f"\n\nNot measured:\n{skipped}" if skipped else ""))
     return "\n\n".join(parts)

@@ -33,7 +33,7 @@ def test_parse_bytes(text, expected):
     assert parse_bytes(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "2XB", "-1GiB", "0", "GiB", "1.2.3MB"])
+@pytest.mark.parametrize("text", ["", "2XB", "-1GiB", "0", "GiB", "1.2.3MB", "1e400", "0.5", "1e400TiB"])
 def test_parse_bytes_rejects(text):
     with pytest.raises(argparse.ArgumentTypeError, match="expected a positive size"):
         parse_bytes(text)

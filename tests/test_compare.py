@@ -192,3 +192,49 @@ def test_correctness_experiments_run_once_get_no_verdict(tmp_path):
     base, cand = write(data, tmp_path / "a.json"), write(scaled(data, case, 3.0), tmp_path / "b.json")
     result = compare(load([base]), load([cand]))
     assert case not in {v.case for v in result.verdicts} and not result.regressed
+
+
+def test_an_incomplete_candidate_is_not_a_pass_and_its_missing_cases_are_not_removed(tmp_path, capsys):
+    data = read(RUN_B)
+    cut = [b["extra_info"]["case"] for b in measured(data)[5:]]
+    del measured(data)[5:]
+    data.update(incomplete=True, incomplete_reason="stopped by SIGTERM; 5 of 21 selected cases finished")
+    candidate = write(data, tmp_path / "cut.json")
+    result = compare(load([RUN_A]), load([candidate]))
+    assert result.removed == [] and result.unmeasured == sorted(cut) and result.incomplete.startswith("stopped by")
+    assert main(["compare", str(RUN_A), str(candidate), "--fail-on-regression"]) == 1
+    out = capsys.readouterr().out
+    assert "INCOMPLETE candidate: stopped by SIGTERM" in out and f"Not measured (run incomplete) ({len(cut)})" in out
+    assert "gate failed: the candidate run is incomplete" in out
+    assert main(["compare", str(RUN_A), str(candidate)]) == 0  # reported; CI fails only when asked
+
+
+def test_nothing_compared_does_not_pass_the_gate(tmp_path, capsys):
+    data = read(RUN_B)
+    for entry in measured(data):
+        entry["extra_info"]["case"] += "/renamed"
+    candidate = write(data, tmp_path / "renamed.json")
+    assert main(["compare", str(RUN_A), str(candidate), "--fail-on-regression"]) == 1
+    assert "gate failed: no case was timed in both runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", [["--threshold", "nan"], ["--threshold", "inf"], ["--threshold", "-1"],
+                                    ["--alpha", "nan"], ["--alpha", "5"], ["--alpha", "0"],
+                                    ["--threshold-group", "matmul=nan"], ["--threshold-group", "matmul=inf"]])
+def test_options_that_would_open_the_gate_are_usage_errors(option, tmp_path, capsys):
+    data = read(RUN_A)
+    candidate = write(scaled(data, converged_case(data), 2.0), tmp_path / "slow.json")
+    try:
+        code = main(["compare", str(RUN_A), str(candidate), "--fail-on-regression", *option])
+    except SystemExit as exc:  # argparse's usage error
+        code = exc.code
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "error:" in captured.err and "Traceback" not in captured.err
+    assert option[1] in captured.err.strip().splitlines()[-1]
+
+
+def test_verdicts_json_into_a_missing_folder_is_one_line_before_the_report(tmp_path, capsys):
+    assert main(["compare", str(RUN_A), str(RUN_B), "--json", str(tmp_path / "no" / "v.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--json" in captured.err

@@ -90,3 +90,13 @@ def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
                           text=True)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and str(bad) in proc.stderr
+
+
+@pytest.mark.parametrize("option", [["--bench-mem-budget", "1e400"], ["--bench-mem-budget", "0.5"],
+                                    ["--bench-dtypes", ""], ["--bench-dtypes", ","], ["--device", "cuda:abc"],
+                                    ["--device", "cuda:0:junk"], ["--telemetry-interval-ms", "inf"],
+                                    ["--telemetry-interval-ms", "nan"], ["--telemetry-interval-ms", "-1"]])
+def test_options_that_cannot_be_right_are_usage_errors(option):
+    proc = _pytest("bench/test_matmul.py", "--collect-only", *option)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and option[0] in proc.stderr + proc.stdout

@@ -17,14 +17,16 @@ matplotlib.use("Agg")
 import pandas as pd
 
 from reports.plots import attention as plot_attention, batch as plot_batch, conv as plot_conv
-from reports.load import load
+from reports.load import load, output_dir
+
+matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
 
 PLOTTERS: list = [plot_conv, plot_attention, plot_batch]
 
 
 def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     """Every registered plot of the frame, written under outdir."""
-    outdir.mkdir(parents=True, exist_ok=True)
+    output_dir(outdir)
     return [path for module in PLOTTERS for path in module.plots(frame, outdir)]
 
 

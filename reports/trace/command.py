@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,23 @@ def run(args: argparse.Namespace) -> int:
     summaries = [summarize_trace(read_trace(path)) for path in args.files]
     if args.json:
         objects = [summary_to_json(summary, args.top) for summary in summaries]
-        print(json.dumps(objects[0] if len(objects) == 1 else {"files": objects}, indent=1))
+        document = finite(objects[0] if len(objects) == 1 else {"files": objects})
+        print(json.dumps(document, indent=1, allow_nan=False))
     else:
         print("\n\n".join(summary_to_text(summary, args.top) for summary in summaries))
     return 0
+
+
+def finite(value: Any) -> Any:
+    """The document with every NaN or infinity as null: bare `NaN`/`Infinity` are not JSON, and jq or a
+    browser would reject the whole output."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
 
 
 def no_gpu_message(summary: TraceSummary) -> str | None:

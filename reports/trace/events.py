@@ -10,6 +10,7 @@ float64 a resolution of 0.25 us, while `ts - origin` and `start + dur` near zero
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from array import array
@@ -22,6 +23,7 @@ import numpy as np
 
 from reports.errors import InputError
 from reports.trace.jsonstream import iter_trace_events
+from reports.validate import warn
 
 # GPU event kinds, in the order of the per-kind codes stored in GpuEvents.kind.
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -92,15 +94,46 @@ class Trace:
 
 
 def read_trace(path: Path) -> Trace:
-    """Parse one trace file (.json or .json.gz); raises InputError when it cannot be read or is malformed."""
+    """Parse one trace file (.json or .json.gz); raises InputError when it cannot be read or is malformed.
+
+    An event whose times cannot be right (negative or non-finite duration or timestamp) is left out and counted
+    in one warning: a negative duration would make busy time negative and shares exceed 100 %.
+    """
     metadata: dict[str, Any] = {}
     collector = _Collector()
     for index, event in enumerate(iter_trace_events(path, metadata)):
         try:
             collector.add(event)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}: malformed event #{index} in traceEvents: {exc!r}") from exc
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise InputError(f"{path}: malformed event #{index} in traceEvents: {exc!r:.200}") from exc
+    if collector.bad_times:
+        warn(f"{path}: left out {collector.bad_times} event(s) with a negative or non-finite time")
     return collector.finish(path, metadata)
+
+
+def _time(value: Any) -> float:
+    """A timestamp, duration or size as a float, NaN when it is not finite (the event is then left out); a value
+    that is no number at all (text, a list) raises, and the event is malformed."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError(f"expected a number, got {value!r:.40}")
+    x = float(value)
+    return x if math.isfinite(x) else math.nan
+
+
+def _label(value: Any) -> Any:
+    """A device or name label usable as a key: scalars as they are, anything else (a list, an object) as text."""
+    return value if value is None or isinstance(value, str | int | float | bool) else json.dumps(value)[:200]
+
+
+def _correlation(value: Any) -> int:
+    """A correlation id: an integer that fits the column, else -1 (no link) rather than an overflow."""
+    if isinstance(value, bool):
+        return -1
+    try:
+        x = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1
+    return x if -(2**63) <= x < 2**63 else -1
 
 
 class _Collector:
@@ -128,54 +161,60 @@ class _Collector:
         self.sync_calls: Counter[str] = Counter()
         self.sync_us = 0.0
         self.steps: list[Step] = []
+        self.bad_times = 0
 
     def add(self, event: dict[str, Any]) -> None:
         """Keep what the summary needs from one decoded event."""
         if event.get("ph") != "X":
             return
-        category = event.get("cat")
+        category = _label(event.get("cat"))
         role = self.roles.get(category)
         if role is None:
             role = self.roles[category] = _role(category)
         if role == _IGNORED:
             return
+        ts, dur = _time(event.get("ts")), _time(event.get("dur", 0.0))
+        if math.isnan(ts) or math.isnan(dur) or dur < 0:
+            self.bad_times += 1
+            return
         if self.origin is None:
-            self.origin = math.floor(float(event["ts"]))
+            self.origin = math.floor(ts)
         if role <= MEMSET:
-            self._add_gpu(event, role)
+            self._add_gpu(event, role, ts - self.origin, dur)
         elif role == _RUNTIME:
-            self._add_runtime(event)
-        elif event.get("name", "").startswith("ProfilerStep#"):
-            start = float(event["ts"]) - self.origin
-            self.steps.append(Step(event["name"], start, start + float(event["dur"])))
+            self._add_runtime(event, ts - self.origin, dur)
+        elif isinstance(name := event.get("name"), str) and name.startswith("ProfilerStep#"):
+            start = ts - self.origin
+            self.steps.append(Step(name, start, start + dur))
 
-    def _add_gpu(self, event: dict[str, Any], kind: int) -> None:
-        args = event.get("args") or {}
-        name = event.get("name", "")
-        start = float(event["ts"]) - self.origin
+    def _add_gpu(self, event: dict[str, Any], kind: int, start: float, dur: float) -> None:
+        args = _args(event)
+        name = _text(event.get("name", ""))
         columns = self.columns
-        columns["device"].append(self.devices.setdefault(args.get("device", event.get("pid")), len(self.devices)))
+        device = _label(args.get("device", event.get("pid")))
+        columns["device"].append(self.devices.setdefault(device, len(self.devices)))
         columns["start"].append(start)
-        columns["end"].append(start + float(event["dur"]))
+        columns["end"].append(start + dur)
         columns["kind"].append(kind)
         columns["name"].append(self.names.setdefault(name, len(self.names)))
-        columns["correlation"].append(int(args.get("correlation", -1)))
-        columns["nbytes"].append(float(args.get("bytes", -1)))
+        columns["correlation"].append(_correlation(args.get("correlation", -1)))
+        nbytes = _time(args.get("bytes", -1))
+        columns["nbytes"].append(nbytes if nbytes >= 0 else -1.0)
         columns["direction"].append(self._direction(name, args.get("kind")) if kind == MEMCPY else NO_COPY)
 
-    def _add_runtime(self, event: dict[str, Any]) -> None:
-        args = event.get("args") or {}
-        name = event.get("name", "")
-        correlation = args.get("correlation")
-        if correlation is not None:
-            self.launch_correlation.append(int(correlation))
-            self.launch_start.append(float(event["ts"]) - self.origin)
-            if "size" in args and "Memcpy" in name:
+    def _add_runtime(self, event: dict[str, Any], start: float, dur: float) -> None:
+        args = _args(event)
+        name = _text(event.get("name", ""))
+        correlation = _correlation(args.get("correlation"))
+        if correlation >= 0:
+            self.launch_correlation.append(correlation)
+            self.launch_start.append(start)
+            if "size" in args and "Memcpy" in name and _time(args["size"]) >= 0:
                 # ROCm traces put a copy's size on the host call only (args.size, a string), not on the GPU event.
-                self.copy_sizes[int(correlation)] = float(args["size"])
+                self.copy_sizes[correlation] = _time(args["size"])
         if SYNC_CALL.match(name):
             self.sync_calls[name] += 1
-            self.sync_us += float(event.get("dur", 0.0))
+            self.sync_us += dur
 
     def _direction(self, name: str, kind_arg: Any) -> int:
         key = f"{name}\0{kind_arg}"
@@ -197,7 +236,7 @@ class _Collector:
             gpu=gpu,
             names=list(self.names),
             devices=list(self.devices),
-            device_names={p.get("id"): p.get("name") for p in properties if isinstance(p, dict)}
+            device_names={_label(p.get("id")): _text(p.get("name")) for p in properties if isinstance(p, dict)}
             if isinstance(properties, list)
             else {},
             launch_correlation=np.array(self.launch_correlation),
@@ -206,6 +245,16 @@ class _Collector:
             sync_calls=self.sync_calls,
             sync_us=self.sync_us,
         )
+
+
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def _text(value: Any) -> str:
+    """An event name as text: a number or a list where a kernel name belongs is shown as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value)[:200]
 
 
 def _role(category: Any) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from reports.errors import InputError
+from reports.validate import check_regular
 
 CHUNK_CHARS = 1 << 20
 # No single JSON value of a trace (one event, or a top-level field such as deviceProperties) comes near this;
@@ -35,11 +36,14 @@ def iter_trace_events(path: Path, metadata: dict[str, Any] | None = None) -> Ite
     Top-level fields other than `traceEvents` (deviceProperties, distributedInfo, ...) are stored into
     `metadata` when a dict is given, else dropped.
     """
+    check_regular(path)  # a FIFO would block, a link to /dev/zero would never end
     try:
         with _open_text(path) as stream:
             yield from _JsonStream(stream, path).trace_events({} if metadata is None else metadata)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read trace: {exc}") from exc
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deep for a trace") from None
 
 
 def _open_text(path: Path) -> IO[str]:

@@ -78,6 +78,10 @@ CLASS_NAMES = (
     OTHER,
 )
 
+# Only this much of a name is searched: real kernel names (deep C++ templates) stay under it, and some patterns
+# (`fp16\w*gemm`) backtrack in time quadratic in the length searched.
+MAX_NAME_CHARS = 2048
+
 # What C++ kernel names carry that says nothing about the kernel.
 NAME_NOISE = re.compile(r"^void |\(anonymous namespace\)::")
 
@@ -92,6 +96,7 @@ def base_name(name: str) -> str:
 @cache
 def classify_kernel(name: str) -> str:
     """The class of a `kernel` event from its name (one of CLASS_NAMES, never memcpy or memset)."""
+    name = name[:MAX_NAME_CHARS]
     for text in (base_name(name), name):
         for class_name, pattern in KERNEL_CLASSES:
             if pattern.search(text):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -15,16 +16,19 @@ class DeviceError(ValueError):
     """A --device value this machine cannot serve: a usage error, not a silent all-skip."""
 
 
+_CUDA = re.compile(r"cuda(?::([0-9]{1,4}))?")  # `cuda` or `cuda:N`, nothing after (not `cuda:0:junk`)
+
+
 def resolve(option: str) -> torch.device:
     """`auto` is CUDA when available, else CPU; `cuda` or `cuda:N` without that GPU is an error."""
     if option == "auto":
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if option == "cpu":
         return torch.device("cpu")
-    if option == "cuda" or option.startswith("cuda:"):
+    if cuda := _CUDA.fullmatch(option):
         if not torch.cuda.is_available():
             raise DeviceError(f"--device {option}: no CUDA device is available here (torch {torch.__version__})")
-        index = int(option.split(":")[1]) if ":" in option else torch.cuda.current_device()
+        index = int(cuda.group(1)) if cuda.group(1) else torch.cuda.current_device()
         if not 0 <= index < torch.cuda.device_count():
             raise DeviceError(f"--device {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         return torch.device("cuda", index)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -15,6 +16,8 @@ def parse_bytes(text: str) -> int:
     when pytest parses --bench-mem-budget)."""
     match = _SIZE.fullmatch(text)
     unit = match.group(2).lower() if match else None
-    if unit not in _UNITS or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size such as 2GiB, 512MiB, 1.5GB or 1000000")
-    return int(float(match.group(1)) * _UNITS[unit])
+    size = float(match.group(1)) * _UNITS[unit] if unit in _UNITS else math.nan
+    if not (math.isfinite(size) and size >= 1):  # `1e400` is infinite, `0.5` would be a budget of 0 bytes
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size (one byte or more, finite) such as "
+                                         "2GiB, 512MiB, 1.5GB or 1000000")
+    return int(size)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import Extension
 from suites.core.units import parse_bytes
+from suites.harness import results
 from suites.harness import session as sessions
 from suites.observers import busy, telemetry, tracing
 
@@ -47,13 +49,14 @@ def configure(config: pytest.Config) -> None:
         option.benchmark_save_data = True
         if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
             option.benchmark_autosave = True
+        results.take_over(config, config.stash[SESSION].not_measured)
 
 
 def observers(config: pytest.Config) -> list[Extension]:
     """NVML telemetry around every case (it reports why when it cannot), the device-busy time of training steps
     on CUDA, and with --trace-dir a profiler trace."""
     interval = config.getoption("telemetry_interval_ms")
-    if not interval >= 0:
+    if not (math.isfinite(interval) and interval >= 0):
         raise pytest.UsageError(f"--telemetry-interval-ms {interval:g}: expected 0 (off) or a positive interval")
     found: list[Extension] = [telemetry.TelemetryExtension(session(config).device, interval), busy.BusyExtension()]
     if trace_dir := config.getoption("trace_dir"):

@@ -27,7 +27,7 @@ SMOKE = StopRule(min_samples=1, min_time_s=0.0, target_rel_iqr=float("inf"), tim
 
 def parse_dtypes(text: str | None) -> list[str] | None:
     """`--bench-dtypes a,b` -> ['a', 'b']; unknown names are a usage error that lists the valid ones."""
-    if not text:
+    if text is None:  # not given; an empty list given is an error below, not "no filter"
         return None
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in DTYPES]

@@ -1,0 +1,133 @@
+"""The results file of a real run: durable per case, checked before the first case, marked when cut short."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from suites.harness.results import write_atomically
+from tests.resultfiles import RUN_A
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ["-m", "pytest", "-p", "no:cacheprovider", "-q", "bench/test_matmul.py", "--benchmark-only", "--device",
+         "cpu", "--bench-profile", "quick"]
+
+
+def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *QUICK, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def _reports(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _journal_lines(path: Path) -> int:
+    try:
+        return len(path.read_text().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_run_killed_part_way_keeps_its_finished_cases_marked_incomplete(signum, tmp_path):
+    """Kill a real quick run once two cases are journaled; the file holds them, says so, and fails the gate."""
+    out = tmp_path / "cut.json"
+    journal = tmp_path / "cut.json.journal"
+    proc = subprocess.Popen([sys.executable, *QUICK, "--bench-dtypes", "float32,float16", f"--benchmark-json={out}"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # header + two cases on disk
+    assert proc.poll() is None, "the run ended before it could be cut short"
+    proc.send_signal(signum)
+    log = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 2, log[-3000:]  # pytest's "interrupted"
+    data = json.loads(out.read_text())
+    assert data["incomplete"] is True and signal.Signals(signum).name in data["incomplete_reason"], log[-2000:]
+    assert len(data["benchmarks"]) >= 2
+    assert all(len(b["stats"]["data"]) == b["stats"]["rounds"] > 0 for b in data["benchmarks"])
+    assert not journal.exists()  # the final file holds everything the journal did
+
+    gate = _reports("compare", str(RUN_A), str(out), "--fail-on-regression", "--allow-different-devices")
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert "gate failed: the candidate run is incomplete" in gate.stdout
+    assert "Not measured (run incomplete)" in gate.stdout and "Removed" not in gate.stdout
+
+
+@pytest.mark.slow
+def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(tmp_path):
+    """SIGKILL cannot be caught: what survives is the journal, one fsync'ed line per finished case."""
+    out = tmp_path / "killed.json"
+    journal = tmp_path / "killed.json.journal"
+    proc = subprocess.Popen([sys.executable, *QUICK, "--bench-dtypes", "float32,float16", f"--benchmark-json={out}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.kill()
+    proc.wait(timeout=60)
+    cases = [json.loads(line)["benchmarks"]["extra_info"]["case"] for line in journal.read_text().splitlines()[1:]
+             if '"benchmarks"' in line]
+    assert len(cases) >= 2
+
+    table = _reports("table", str(journal))
+    assert table.returncode == 0, table.stderr
+    assert "matmul on" in table.stdout and "256x256x256" in table.stdout
+    gate = _reports("compare", str(RUN_A), str(journal), "--fail-on-regression", "--allow-different-devices")
+    assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
+
+    again = _run("-k", "square and float32", f"--benchmark-json={out}")  # the journal's results are not overwritten
+    assert again.returncode == 4 and "journal of another run" in again.stderr
+
+
+@pytest.mark.slow
+def test_a_run_of_only_unsupported_cases_still_writes_its_file(tmp_path):
+    out = tmp_path / "tf32.json"
+    proc = _run("--bench-dtypes", "tf32", "-k", "square", f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["benchmarks"] == [] and "incomplete" not in data
+    assert {e["extra_info"]["status"] for e in data["not_measured"]} == {"unsupported"}
+    table = _reports("table", str(out))
+    assert table.returncode == 0 and "unsupported (3 cases)" in table.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["storage_is_a_file", "dot_benchmarks_is_a_file", "json_into_missing_folder",
+                                   "json_onto_a_folder"])
+def test_an_unusable_output_location_stops_the_run_before_the_first_case(where, tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    args, cwd = {
+        "storage_is_a_file": (["--benchmark-storage", str(blocker)], ROOT),
+        "dot_benchmarks_is_a_file": ([f"--rootdir={ROOT}", str(ROOT / "bench" / "test_matmul.py")], tmp_path),
+        "json_into_missing_folder": ([f"--benchmark-json={tmp_path / 'no' / 'run.json'}"], ROOT),
+        "json_onto_a_folder": ([f"--benchmark-json={tmp_path}"], ROOT),
+    }[where]
+    if where == "dot_benchmarks_is_a_file":
+        (tmp_path / ".benchmarks").write_text("not a folder")
+    proc = subprocess.run([sys.executable, *QUICK, "-k", "square and float32", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "passed" not in proc.stdout and "Traceback" not in proc.stderr
+    assert "error" in proc.stderr.lower()
+
+
+def test_an_atomic_write_leaves_the_old_file_or_the_new_one(tmp_path):
+    target = tmp_path / "run.json"
+    target.write_text("old")
+    write_atomically(target, "new")
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    with pytest.raises(OSError):
+        write_atomically(tmp_path / "missing" / "run.json", "x")
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
