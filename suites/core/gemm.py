@@ -46,20 +46,27 @@ def support(dtype: str, device: torch.device) -> str | None:
     return None
 
 
-def _random(rows: int, cols: int, device: torch.device, generator: torch.Generator) -> torch.Tensor:
-    """Standard-normal float32 values made on the CPU with a fixed seed, so every device sees the same inputs."""
+def _random(rows: int, cols: int, device: torch.device, generator: torch.Generator | None) -> torch.Tensor:
+    """Standard-normal float32 values: made on the CPU with a fixed seed, so every device sees the same inputs,
+    or (no generator) made on the device itself, which is much faster for the large shapes of a peak search."""
+    if generator is None:
+        return torch.randn(rows, cols, device=device)
     return torch.randn(rows, cols, generator=generator).to(device)
 
 
-def _dense(m: int, n: int, k: int, dtype: str, device: torch.device) -> Gemm:
-    gen = torch.Generator().manual_seed(0)
+def _generator(seeded: bool) -> torch.Generator | None:
+    return torch.Generator().manual_seed(0) if seeded else None
+
+
+def _dense(m: int, n: int, k: int, dtype: str, device: torch.device, seeded: bool) -> Gemm:
+    gen = _generator(seeded)
     a = _random(m, k, device, gen).to(DTYPES[dtype])
     b = _random(k, n, device, gen).to(DTYPES[dtype])
     return Gemm(fn=lambda: a @ b, reference=lambda: a.double() @ b.double())
 
 
-def _fp8(m: int, n: int, k: int, device: torch.device) -> Gemm:
-    gen = torch.Generator().manual_seed(0)
+def _fp8(m: int, n: int, k: int, device: torch.device, seeded: bool) -> Gemm:
+    gen = _generator(seeded)
     a32, b32 = _random(m, k, device, gen), _random(k, n, device, gen)
     fmax = torch.finfo(torch.float8_e4m3fn).max
     scale_a, scale_b = a32.abs().max() / fmax, b32.abs().max() / fmax
@@ -77,9 +84,14 @@ def _fp8(m: int, n: int, k: int, device: torch.device) -> Gemm:
     return Gemm(fn=run, reference=lambda: (a.double() * scale_a.double()) @ (b.double() * scale_b.double()))
 
 
-def build(m: int, n: int, k: int, dtype: str, device: torch.device) -> Gemm:
-    """An MxK by KxN gemm in `dtype` on `device`; Unsupported (with the reason) where it cannot run."""
+def build(m: int, n: int, k: int, dtype: str, device: torch.device, seeded: bool = True) -> Gemm:
+    """An MxK by KxN gemm in `dtype` on `device`; Unsupported (with the reason) where it cannot run.
+
+    `seeded`: the same inputs on every device (the suite's cases); False draws them on the device (the search).
+    """
     reason = support(dtype, device)
     if reason:
         raise Unsupported(reason)
-    return _fp8(m, n, k, device) if dtype == "float8_e4m3fn" else _dense(m, n, k, dtype, device)
+    if dtype == "float8_e4m3fn":
+        return _fp8(m, n, k, device, seeded)
+    return _dense(m, n, k, dtype, device, seeded)
