@@ -126,7 +126,7 @@ def test_a_case_above_its_roof_reads_100_and_raises_that_roof_only():
     fast = _case(flops=2e12, bytes_=1e9)  # 2 TFLOP/s attained against a 1 TFLOP/s roof
     assert peaks.pct(fast, 1.0)["pct_achievable"] == 100.0
     assert peaks.flops["float32"].value == pytest.approx(2e12)
-    assert peaks.flops["float32"].raised_by == fast.id
+    assert peaks.flops["float32"].raised_by == fast.id and peaks.flops["float32"].searched_value == 1e12
     assert peaks.bandwidth.value == pytest.approx(1e11) and peaks.bandwidth.raised_by is None
     assert peaks.pct(_case(flops=1e12, bytes_=1e9), 1.0)["pct_achievable"] == pytest.approx(50.0)
 

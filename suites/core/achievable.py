@@ -82,6 +82,7 @@ class Found:
     tried: int
     seconds: float
     raised_by: str | None = None  # the case that beat the searched figure during this run, if one did
+    searched_value: float | None = None  # the searched figure, kept when a case raised `value`
 
 
 @dataclass
@@ -128,6 +129,7 @@ class Peaks:
         attained = (case.flops if case.flops and peak else case.bytes) / median_s
         attainable, roof = min(roofs, key=lambda r: r[0])
         if attained > attainable:
+            roof.searched_value = roof.searched_value or roof.value
             roof.value *= attained / attainable
             roof.raised_by = case.id
             attainable = attained

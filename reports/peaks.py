@@ -1,0 +1,60 @@
+"""The peaks each device's results are read against, from its run's machine_info: datasheet and achievable.
+
+A run records the datasheet peaks of its GPU (`machine_info.gpu.peaks`: FLOP/s per dtype and bandwidth, with
+their source) and the achievable peaks found by the search (`machine_info.achievable`: the best gemm FLOP/s per
+dtype and the best copy/triad bandwidth on that machine). The frame of reports.load keeps only per-case
+columns, so this reads the machine_info of each device's latest run from its file again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from reports.errors import InputError
+from reports.load import read_json, warn
+
+COLUMNS = ["device", "kind", "dtype", "value", "at", "how"]  # dtype `bandwidth`: value in bytes/s
+
+
+def _rows(device: str, machine: dict) -> list[dict]:
+    rows = []
+    for dtype, peak in ((machine.get("gpu") or {}).get("peaks") or {}).items():
+        if isinstance(peak, dict) and peak.get("value"):
+            rows.append({"device": device, "kind": "datasheet", "dtype": dtype, "value": float(peak["value"]),
+                         "at": None, "how": peak.get("source")})
+    found = machine.get("achievable") or {}
+    entries = dict(found.get("flops") or {})
+    if found.get("bandwidth"):
+        entries["bandwidth"] = found["bandwidth"]
+    for dtype, peak in entries.items():
+        if isinstance(peak, dict) and peak.get("value"):
+            how = peak.get("how", "")
+            if peak.get("raised_by"):
+                how += f"; raised during the run by {peak['raised_by']}"
+            rows.append({"device": device, "kind": "achievable", "dtype": dtype, "value": float(peak["value"]),
+                         "at": peak.get("at"), "how": how})
+    return rows
+
+
+def peaks(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per device, kind (`datasheet`, `achievable`) and dtype (or `bandwidth`), from its latest run."""
+    if frame.empty or "file" not in frame:
+        return pd.DataFrame(columns=COLUMNS)
+    runs = frame.sort_values("datetime", kind="stable").groupby("device", sort=True)["file"].last()
+    rows: list[dict] = []
+    for device, file in runs.items():
+        try:
+            machine = read_json(Path(file)).get("machine_info") or {}
+        except InputError as exc:
+            warn(f"peaks of {device}: {exc}")
+            continue
+        rows += _rows(str(device), machine if isinstance(machine, dict) else {})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def of(table: pd.DataFrame, device: str, kind: str) -> dict[str, float]:
+    """{dtype or 'bandwidth': value} of one device and kind."""
+    part = table[(table["device"] == device) & (table["kind"] == kind)]
+    return dict(zip(part["dtype"], part["value"], strict=True))
