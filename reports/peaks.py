@@ -39,19 +39,27 @@ def _rows(device: str, machine: dict) -> list[dict]:
 
 
 def peaks(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per device, kind (`datasheet`, `achievable`) and dtype (or `bandwidth`), from its latest run."""
+    """One row per device, kind (`datasheet`, `achievable`) and dtype (or `bandwidth`).
+
+    The datasheet figure is the latest run's; the achievable one is the best over the device's runs in the
+    frame, since each run's is the best it saw and a case of one run may have beaten another run's search.
+    """
     if frame.empty or "file" not in frame:
         return pd.DataFrame(columns=COLUMNS)
-    runs = frame.sort_values("datetime", kind="stable").groupby("device", sort=True)["file"].last()
+    runs = frame.sort_values("datetime", kind="stable")[["device", "file"]].drop_duplicates()
     rows: list[dict] = []
-    for device, file in runs.items():
+    for device, file in runs.itertuples(index=False):
         try:
             machine = read_json(Path(file)).get("machine_info") or {}
         except InputError as exc:
             warn(f"peaks of {device}: {exc}")
             continue
         rows += _rows(str(device), machine if isinstance(machine, dict) else {})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    datasheet = table[table["kind"] == "datasheet"].drop_duplicates(["device", "dtype"], keep="last")
+    achievable = table[table["kind"] == "achievable"].sort_values("value", kind="stable")
+    achievable = achievable.drop_duplicates(["device", "dtype"], keep="last")
+    return pd.concat([datasheet, achievable], ignore_index=True)
 
 
 def of(table: pd.DataFrame, device: str, kind: str) -> dict[str, float]:

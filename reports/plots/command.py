@@ -17,9 +17,10 @@ matplotlib.use("Agg")
 import pandas as pd
 
 from reports.plots import attention as plot_attention, batch as plot_batch, conv as plot_conv
+from reports.plots import matmul as plot_matmul, roofline as plot_roofline
 from reports.load import load
 
-PLOTTERS: list = [plot_conv, plot_attention, plot_batch]
+PLOTTERS: list = [plot_roofline, plot_matmul, plot_conv, plot_attention, plot_batch]
 
 
 def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
