@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports import hardware, levers
+from reports import peaks as device_peaks
 from reports.load import load, output_dir, runs, warn
 from reports.plots import command as plots
 from reports.table import group_table, not_measured
@@ -54,6 +55,16 @@ def runs_section(frame: pd.DataFrame) -> str:
     listed["commit"] = listed["commit"].map(lambda c: str(c)[:10] if isinstance(c, str) else "")
     listed["datetime"] = listed["datetime"].dt.strftime("%Y-%m-%d %H:%M UTC")
     return "<h2>Runs</h2>" + frame_html(listed[["file", "datetime", "commit", "machine", "device"]])
+
+
+def peaks_section(frame: pd.DataFrame) -> str:
+    """What each device's percentages divide by: the achievable peaks searched on it and its datasheet's."""
+    table = device_peaks.readable(device_peaks.peaks(frame))
+    if table.empty:
+        return ""
+    return ("<h2>Peaks: achievable and datasheet</h2><p class='muted'>pct_achievable divides by the achievable "
+            "roofline (best gemm per dtype and best copy/triad bandwidth searched on the device); pct_peak by the "
+            "datasheet.</p>" + frame_html(table))
 
 
 def levers_section(frame: pd.DataFrame) -> str:
@@ -118,8 +129,8 @@ def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
     body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
             f"{frame['file'].nunique()} run(s). Times are medians of device time per call.</p>"
             + runs_section(frame) + levers_section(frame)
-            + hardware_section(frame, baseline, outdir / "plots") + results_section(frame)
-            + "<h2>Plots</h2>" + plot_html)
+            + hardware_section(frame, baseline, outdir / "plots") + peaks_section(frame)
+            + "<h2>Plots</h2>" + plot_html + results_section(frame))
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Benchmark report</title>"
             f"<style>{STYLE}</style></head><body>{body}</body></html>")
 

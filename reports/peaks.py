@@ -30,11 +30,14 @@ def _rows(device: str, machine: dict) -> list[dict]:
         entries["bandwidth"] = found["bandwidth"]
     for dtype, peak in entries.items():
         if isinstance(peak, dict) and peak.get("value"):
-            how = peak.get("how", "")
-            if peak.get("raised_by"):
-                how += f"; raised during the run by {peak['raised_by']}"
+            at, how = peak.get("at"), peak.get("how", "")
+            if peak.get("raised_by"):  # a case of the run beat the search: it is where the peak was reached
+                searched = peak.get("searched_value")
+                unit = "GB/s" if dtype == "bandwidth" else "GFLOP/s"
+                was = f" ({searched / 1e9:.4g} {unit} at {at})" if searched else ""
+                at, how = peak["raised_by"], f"a case of the run beat the search{was}, which {how}"
             rows.append({"device": device, "kind": "achievable", "dtype": dtype, "value": float(peak["value"]),
-                         "at": peak.get("at"), "how": how})
+                         "at": at, "how": how})
     return rows
 
 
@@ -66,3 +69,18 @@ def of(table: pd.DataFrame, device: str, kind: str) -> dict[str, float]:
     """{dtype or 'bandwidth': value} of one device and kind."""
     part = table[(table["device"] == device) & (table["kind"] == kind)]
     return dict(zip(part["dtype"], part["value"], strict=True))
+
+
+def readable(table: pd.DataFrame) -> pd.DataFrame:
+    """The peaks as a table for people: a value with its unit, where it was reached, how it was found."""
+    def text(row) -> str:
+        if row["dtype"] == "bandwidth":
+            return f"{row['value'] / 1e9:.4g} GB/s"
+        return f"{row['value'] / 1e12:.4g} TFLOP/s" if row["value"] >= 1e12 else f"{row['value'] / 1e9:.4g} GFLOP/s"
+
+    if table.empty:
+        return pd.DataFrame(columns=["device", "kind", "dtype", "peak", "at", "how"])
+    order = {"achievable": 0, "datasheet": 1}
+    shown = table.assign(peak=table.apply(text, axis=1), _k=table["kind"].map(order))
+    shown = shown.sort_values(["device", "_k"], kind="stable")
+    return shown[["device", "kind", "dtype", "peak", "at", "how"]].reset_index(drop=True)
