@@ -20,6 +20,7 @@ from reports import hardware, levers
 from reports import peaks as device_peaks
 from reports.load import load, output_dir, runs, warn
 from reports.plots import command as plots
+from reports.plots import levers as lever_plot
 from reports.table import group_table, not_measured
 
 STYLE = """
@@ -92,16 +93,22 @@ def results_section(frame: pd.DataFrame) -> str:
 
 
 def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) -> str:
-    """The devices side by side, only when the results hold more than one."""
+    """The devices side by side, only when the results hold more than one: what each lever is worth on each,
+    then per suite the picture of the same cases beside their table."""
     rows, base = hardware.side_by_side(frame, baseline)
     common = hardware.shared(rows)
     if common.empty:
         return ""
+    output_dir(outdir)
     parts = [f"<h2>Devices side by side</h2><p>Speed-up against {esc(base)} (baseline time / time), for the "
              f"cases measured on more than one system.</p>"]
+    if levers_png := lever_plot.plot(rows, outdir):
+        parts.append(image_html(levers_png))
     for group, part in common.groupby(common["group"].fillna("(no group)"), sort=True):
-        parts.append(f"<h3>{esc(group)}</h3>" + frame_html(hardware.table(part)))
-    parts += [image_html(p) for p in hardware.plots(rows, base, outdir)]
+        parts.append(f"<h3>{esc(group)}</h3>")
+        if bars := hardware.bar_plot(str(group), part, base, outdir):
+            parts.append(image_html(bars))
+        parts.append(frame_html(hardware.table(part)))
     return "".join(parts)
 
 

@@ -128,12 +128,12 @@ class Peaks:
             return {}
         attained = (case.flops if case.flops and peak else case.bytes) / median_s
         attainable, roof = min(roofs, key=lambda r: r[0])
-        if attained > attainable:
-            roof.searched_value = roof.searched_value or roof.value
-            roof.value *= attained / attainable
-            roof.raised_by = case.id
-            attainable = attained
-        return {"pct_achievable": 100 * attained / attainable}
+        if attained <= attainable:
+            return {"pct_achievable": 100 * attained / attainable}
+        roof.searched_value = roof.searched_value or roof.value
+        roof.value *= attained / attainable
+        roof.raised_by = case.id
+        return {"pct_achievable": 100.0}
 
 
 def _time_per_call(fn: Callable[[], object], device: torch.device, rule: StopRule) -> float:
