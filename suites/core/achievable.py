@@ -36,7 +36,7 @@ import torch
 
 from suites.core import gemm
 from suites.core.cases import Case, Unsupported
-from suites.core.device import cpu_info
+from suites.core.device import cpu_info, gpu_info
 from suites.core.precision import DTYPES, float32_mode
 from suites.core.timing import StopRule, measure
 
@@ -171,6 +171,8 @@ def search_gemm(dtype: str, device: torch.device, plan: Plan, clock: Callable[[]
     A shape is skipped when, at the best rate seen so far, its samples would not fit in the budget left (the
     budget is kept to within one shape's measurement). `rate` replaces the measurement (tests of the search).
     """
+    if rate is None and (reason := gemm.support(dtype, device)):
+        raise Unsupported(reason)
     measure_rate = rate or (lambda shape: _gemm_rate(shape, dtype, device, plan.rule))
     start = clock()
     tried: dict[Shape, float] = {}
@@ -189,8 +191,8 @@ def search_gemm(dtype: str, device: torch.device, plan: Plan, clock: Callable[[]
         try:
             with float32_mode(dtype == "tf32"):
                 tried[shape] = measure_rate(shape)
-        except torch.OutOfMemoryError:  # a shape too large for this device is a point of the search, not a failure
-            tried[shape] = 0.0
+        except (torch.OutOfMemoryError, Unsupported):  # a shape too large, or one the kernel rejects, is a
+            tried[shape] = 0.0  # point of the search, not a failure of it
             _release(device)
         return tried[shape] > previous
 
@@ -256,8 +258,7 @@ def identity(device: torch.device) -> dict:
         props = torch.cuda.get_device_properties(device)
         info |= {"gpu": props.name, "capability": f"{props.major}.{props.minor}",
                  "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory,
-                 "cuda": torch.version.cuda, "driver": torch.cuda.driver_version()
-                 if hasattr(torch.cuda, "driver_version") else None}
+                 "cuda": torch.version.cuda, "driver": gpu_info(device).driver}
     else:
         cpu = cpu_info()
         info |= {key: cpu[key] for key in ("model", "usable_cores", "torch_threads", "capability")}

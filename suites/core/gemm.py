@@ -79,6 +79,8 @@ def _fp8(m: int, n: int, k: int, device: torch.device, seeded: bool) -> Gemm:
 
     try:
         run()
+    except torch.OutOfMemoryError:
+        raise
     except RuntimeError as exc:  # e.g. dimensions not multiples of 16
         raise Unsupported(f"torch._scaled_mm rejects {m}x{n}x{k}: {str(exc).splitlines()[0]}") from exc
     return Gemm(fn=run, reference=lambda: (a.double() * scale_a.double()) @ (b.double() * scale_b.double()))
