@@ -14,6 +14,7 @@ import pandas as pd
 
 from reports.errors import InputError
 from reports.load import read_json, warn
+from reports.plots.style import DTYPE_ORDER
 
 COLUMNS = ["device", "kind", "dtype", "value", "at", "how"]  # dtype `bandwidth`: value in bytes/s
 
@@ -80,7 +81,9 @@ def readable(table: pd.DataFrame) -> pd.DataFrame:
 
     if table.empty:
         return pd.DataFrame(columns=["device", "kind", "dtype", "peak", "at", "how"])
-    order = {"achievable": 0, "datasheet": 1}
-    shown = table.assign(peak=table.apply(text, axis=1), _k=table["kind"].map(order))
-    shown = shown.sort_values(["device", "_k"], kind="stable")
+    kinds = {"achievable": 0, "datasheet": 1}
+    ladder = {d: i for i, d in enumerate([*DTYPE_ORDER, "bandwidth"])}
+    shown = table.assign(peak=table.apply(text, axis=1), _k=table["kind"].map(kinds),
+                         _d=table["dtype"].map(ladder).fillna(len(ladder)))
+    shown = shown.sort_values(["device", "_k", "_d"], kind="stable")
     return shown[["device", "kind", "dtype", "peak", "at", "how"]].reset_index(drop=True)

@@ -16,9 +16,12 @@ matplotlib.use("Agg")
 
 import pandas as pd
 
-from reports.plots import attention as plot_attention, batch as plot_batch, conv as plot_conv
-from reports.plots import matmul as plot_matmul, roofline as plot_roofline
 from reports.load import load
+from reports.plots import attention as plot_attention
+from reports.plots import batch as plot_batch
+from reports.plots import conv as plot_conv
+from reports.plots import matmul as plot_matmul
+from reports.plots import roofline as plot_roofline
 
 PLOTTERS: list = [plot_roofline, plot_matmul, plot_conv, plot_attention, plot_batch]
 

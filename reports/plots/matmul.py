@@ -53,8 +53,9 @@ def _panel(ax, rows: pd.DataFrame, dtypes: list[str], scale: float, percent: pd.
         for x, s, h in zip(xs, [s for s in shapes if s in part.index], heights, strict=True):
             pct = percent.get(part.loc[s, "_row"])
             if pd.notna(pct):
-                ax.annotate(f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%", (x, h), xytext=(0, 2), textcoords="offset points", ha="center",
-                            va="bottom", fontsize=6, rotation=90)
+                text = f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
+                ax.annotate(text, (x, h), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                            fontsize=6, rotation=90)
     aligns = rows.drop_duplicates("shape").set_index("shape")["align"]
     ax.set_xticks(range(len(shapes)), [f"{s}\n{ALIGN_LABEL.get(str(aligns[s]), aligns[s])}" for s in shapes],
                   fontsize=7)
