@@ -79,8 +79,9 @@ class BenchSession:
         return self._achievable if isinstance(self._achievable, achievable.Peaks) else None
 
     def pct_achievable(self, result: CaseResult) -> dict:
-        """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable)."""
-        if result.measurement is None or not (result.case.flops or result.case.bytes):
+        """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable); none for a
+        case that failed its check, whose speed must not become a peak."""
+        if result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes):
             return {}
         peaks = self.achievable()
         return peaks.pct(result.case, result.measurement.median_s) if peaks else {}
@@ -135,7 +136,8 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     rule = SMOKE if benchmark.disabled else session.rule
     result = run_case(case, session.device, rule, session.peak_flops(case.peak_dtype), session.extensions)
     result.extra_info["profile"] = session.profile
-    result.extra_info |= session.pct_achievable(result)
+    if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
+        result.extra_info |= session.pct_achievable(result)
     record(benchmark, result)
     if result.measurement is None:
         session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))
