@@ -18,7 +18,9 @@ import torch
 
 from suites.core import achievable
 from suites.core.cases import Case, Unsupported
-from suites.core.timing import StopRule
+from suites.core.runner import CaseResult
+from suites.core.timing import Measurement, StopRule
+from suites.harness.session import BenchSession
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -173,3 +175,25 @@ def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_
     assert all(0 < b["extra_info"]["pct_achievable"] <= 100 for b in second["benchmarks"])
     assert math.isclose(second["machine_info"]["achievable"]["kernels"]["copy"]["value"],
                         info["kernels"]["copy"]["value"])
+
+
+def test_obtain_serves_the_dtypes_the_cache_holds_without_searching(tmp_path):
+    peaks = _peaks()
+    peaks.profile, peaks.identity, peaks.missing = "quick", achievable.identity(CPU), {"tf32": "not here"}
+    achievable.save(peaks, tmp_path)
+    found = achievable.obtain(CPU, "quick", tmp_path, dtypes=["float32", "tf32"])
+    assert found.source.startswith("loaded from") and found.flops["float32"].value == 1e12
+
+
+def _result(case: Case, status: str = "ok") -> CaseResult:
+    return CaseResult(case, status, measurement=Measurement([1.0], "wall", 1, True, 0.0, 2, False))
+
+
+def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
+    on = BenchSession(CPU, "quick", None, achievable_mode="auto", _achievable=_peaks())
+    assert on.pct_achievable(_result(_case(flops=5e11))) == {"pct_achievable": 50.0}
+    assert on.pct_achievable(_result(_case(flops=5e12), "error")) == {}  # a wrong answer never raises a roof
+    assert on.achievable_info()["flops"]["float32"]["raised_by"] is None
+    off = BenchSession(CPU, "quick", None, achievable_mode="off")
+    assert off.pct_achievable(_result(_case(flops=5e11))) == {}
+    assert off.achievable_info() == {"source": None, "reason": "off (--achievable-peaks off)"}
