@@ -65,7 +65,8 @@ def plot(rows: pd.DataFrame, outdir: Path) -> Path | None:
     ax.set_yticks(range(len(comparisons)), comparisons, fontsize=8)
     ax.invert_yaxis()
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    ax.set_xlabel("effect of the lever: geometric mean over the case pairs (whisker: range), log scale")
+    ax.set_xlabel("effect of the lever: geometric mean over the case pairs (whisker: range), log scale\n"
+                  "speed-up and TFLOP/s ratio: above 1x the lever helps; memory ratio: below 1x it helps")
     ax.legend(fontsize=8, loc="best")
     fig.suptitle("what each lever is worth on each system")
     path = outdir / file_name("hardware", "levers")
