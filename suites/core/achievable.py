@@ -237,13 +237,19 @@ def search_bandwidth(device: torch.device, plan: Plan, clock: Callable[[], float
         for size in plan.bandwidth_sizes:
             if clock() - start > budget:
                 break
-            fn, moved = _kernel(name, size, device)
-            rate = moved / _time_per_call(fn, device, plan.rule)
-            del fn
-            _release(device)
+            try:
+                fn, moved = _kernel(name, size, device)
+                rate = moved / _time_per_call(fn, device, plan.rule)
+                del fn
+            except torch.OutOfMemoryError:  # arrays too large for this device: the smaller sizes stand
+                continue
+            finally:
+                _release(device)
             tried += 1
             if best is None or rate > best[0]:
                 best = (rate, size)
+        if best is None:
+            continue
         seconds = clock() - start
         how = (f"searched: {name} of float32 arrays, {tried} size(s) in {seconds:.1f} s; bytes read + written "
                f"per call over the median device time")
@@ -310,6 +316,9 @@ def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
         except Unsupported as exc:
             peaks.missing[dtype] = str(exc)
     peaks.kernels = search_bandwidth(device, plan)
+    if not peaks.kernels:
+        peaks.missing["bandwidth"] = "no copy or triad array size of the plan fits in memory"
+        return peaks
     best = max(peaks.kernels.values(), key=lambda f: f.value)
     peaks.bandwidth = Found(**asdict(best))
     log(f"achievable bandwidth: {best.value / 1e9:.4g} GB/s ({best.at})")
