@@ -15,20 +15,21 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib import ticker
+from matplotlib.figure import Figure
 from tabulate import tabulate
 
 from reports.errors import InputError
 from reports.history import slug
 from reports.load import load, output_dir
+from reports.plots import levers as lever_plot
 from reports.table import axes_of, format_time
 
 matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
 
-FIGURES = ["system", "time", "tflops", "pct_peak", "speedup"]
+FIGURES = ["system", "time", "tflops", "pct_peak", "pct_achievable", "speedup"]
 
 
 def systems(frame: pd.DataFrame) -> pd.Series:
@@ -89,38 +90,61 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     return result.where(result.notna(), None)
 
 
+def _log_axis(ax, values: pd.DataFrame) -> None:
+    """A log x axis with as many labelled ticks as its span allows without crowding."""
+    finite = values.to_numpy(float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    span = np.log10(finite.max() / finite.min()) if finite.size else 0
+    subs = (1.0,) if span > 2.5 else (1.0, 2.0, 5.0) if span > 1 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+
+
 def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Path | None:
-    """Speed-up against the baseline per case, one bar per system (log scale: 2x and 0.5x look alike).
+    """The same cases on each system: median time per call (left) and speed-up against the baseline (right,
+    bars grow from 1x, so slower reads left and faster right). Both log scale: 2x and 0.5x look alike.
 
     None when no case of the group ran on the baseline system too (no speed-up to draw).
     """
-    pivot = rows.pivot_table(index="case", columns="system", values="speedup", sort=False).dropna(how="all")
-    if pivot.empty:
+    speedup = rows.pivot_table(index="case", columns="system", values="speedup", sort=False).dropna(how="all")
+    if speedup.empty:
         return None
-    height = max(3.0, 0.28 * len(pivot) * max(1, len(pivot.columns) / 2) + 1.5)
-    fig, ax = plt.subplots(figsize=(10, height))
-    pivot.plot.barh(ax=ax, logx=True, width=0.8)
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}x"))
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.axvline(1, color="k", lw=0.8)
-    ax.set(xlabel=f"speed-up vs {baseline} (baseline time / time)", ylabel="",
-           title=f"{group}: the same cases on each system")
-    ax.invert_yaxis()
-    ax.tick_params(axis="y", labelsize=7)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    times = rows.pivot_table(index="case", columns="system", values="median_s", sort=False).reindex(speedup.index)
+    names = [s for s in dict.fromkeys(rows["system"]) if s in speedup.columns]
+    labels = [str(case).removeprefix(f"{group}/") for case in speedup.index]
+    bar = 0.8 / len(names)
+    fig = Figure(figsize=(12, max(3.0, 0.22 * len(labels) * len(names) + 1.8)), layout="constrained")
+    time_ax, speed_ax = fig.subplots(1, 2, sharey=True)
+    for i, name in enumerate(names):
+        ys = np.arange(len(labels)) + (i - (len(names) - 1) / 2) * bar
+        time_ax.barh(ys, times[name] * 1e3, bar, label=name)
+        speed_ax.barh(ys, speedup[name] - 1, bar, left=1)
+    _log_axis(time_ax, times)
+    _log_axis(speed_ax, pd.concat([speedup, pd.DataFrame({"one": [1.0]})]))
+    time_ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    speed_ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}x"))
+    speed_ax.axvline(1, color="k", lw=0.8)
+    time_ax.set(xlabel="median time per call (ms)", yticks=range(len(labels)))
+    time_ax.set_yticklabels(labels, fontsize=7)
+    time_ax.invert_yaxis()
+    speed_ax.set_xlabel(f"speed-up vs {baseline} (baseline time / time)")
+    fig.legend(loc="outside upper center", ncol=len(names), fontsize=8, frameon=False)
+    fig.suptitle(f"{group}: the same cases on each system")
     path = outdir / f"hardware_{slug(group)}.png"
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 
 def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
-    """One bar plot per group, of the cases measured on more than one system."""
+    """What each lever is worth on each system, then one bar plot per group of the cases measured on more than
+    one system."""
     output_dir(outdir)
+    drawn = [lever_plot.plot(rows, outdir)]
     rows = shared(rows)
     groups = rows.groupby(rows["group"].fillna("no-group"), sort=True)
-    drawn = [bar_plot(str(group), part, baseline, outdir) for group, part in groups]
+    drawn += [bar_plot(str(group), part, baseline, outdir) for group, part in groups]
     return [path for path in drawn if path is not None]
 
 

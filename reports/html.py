@@ -17,8 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from reports import hardware, levers
+from reports import peaks as device_peaks
 from reports.load import load, output_dir, runs, warn
 from reports.plots import command as plots
+from reports.plots import levers as lever_plot
 from reports.table import group_table, not_measured
 
 STYLE = """
@@ -56,6 +58,16 @@ def runs_section(frame: pd.DataFrame) -> str:
     return "<h2>Runs</h2>" + frame_html(listed[["file", "datetime", "commit", "machine", "device"]])
 
 
+def peaks_section(frame: pd.DataFrame) -> str:
+    """What each device's percentages divide by: the achievable peaks searched on it and its datasheet's."""
+    table = device_peaks.readable(device_peaks.peaks(frame))
+    if table.empty:
+        return ""
+    return ("<h2>Peaks: achievable and datasheet</h2><p class='muted'>pct_achievable divides by the achievable "
+            "roofline (best gemm per dtype and best copy/triad bandwidth searched on the device); pct_peak by the "
+            "datasheet.</p>" + frame_html(table))
+
+
 def levers_section(frame: pd.DataFrame) -> str:
     parts = ["<h2>Levers: what each one is worth here</h2>",
              "<p class='muted'>Cases that differ only in the lever are paired; the effect is the geometric mean "
@@ -81,18 +93,24 @@ def results_section(frame: pd.DataFrame) -> str:
 
 
 def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) -> str:
-    """The devices side by side, only when the results hold more than one."""
+    """The devices side by side, only when the results hold more than one: what each lever is worth on each,
+    then per suite the picture of the same cases beside their table."""
     if "median_s" not in frame or frame["median_s"].isna().all():
         return ""  # nothing timed: the page still lists what failed and why
     rows, base = hardware.side_by_side(frame, baseline)
     common = hardware.shared(rows)
     if common.empty:
         return ""
+    output_dir(outdir)
     parts = [f"<h2>Devices side by side</h2><p>Speed-up against {esc(base)} (baseline time / time), for the "
              f"cases measured on more than one system.</p>"]
+    if levers_png := lever_plot.plot(rows, outdir):
+        parts.append(image_html(levers_png))
     for group, part in common.groupby(common["group"].fillna("(no group)"), sort=True):
-        parts.append(f"<h3>{esc(group)}</h3>" + frame_html(hardware.table(part)))
-    parts += [image_html(p) for p in hardware.plots(rows, base, outdir)]
+        parts.append(f"<h3>{esc(group)}</h3>")
+        if bars := hardware.bar_plot(str(group), part, base, outdir):
+            parts.append(image_html(bars))
+        parts.append(frame_html(hardware.table(part)))
     return "".join(parts)
 
 
@@ -120,8 +138,8 @@ def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
     body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
             f"{frame['file'].nunique()} run(s). Times are medians of device time per call.</p>"
             + runs_section(frame) + levers_section(frame)
-            + hardware_section(frame, baseline, outdir / "plots") + results_section(frame)
-            + "<h2>Plots</h2>" + plot_html)
+            + hardware_section(frame, baseline, outdir / "plots") + peaks_section(frame)
+            + "<h2>Plots</h2>" + plot_html + results_section(frame))
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Benchmark report</title>"
             f"<style>{STYLE}</style></head><body>{body}</body></html>")
 

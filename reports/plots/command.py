@@ -16,12 +16,16 @@ matplotlib.use("Agg")
 
 import pandas as pd
 
-from reports.plots import attention as plot_attention, batch as plot_batch, conv as plot_conv
 from reports.load import load, output_dir
+from reports.plots import attention as plot_attention
+from reports.plots import batch as plot_batch
+from reports.plots import conv as plot_conv
+from reports.plots import matmul as plot_matmul
+from reports.plots import roofline as plot_roofline
 
 matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
 
-PLOTTERS: list = [plot_conv, plot_attention, plot_batch]
+PLOTTERS: list = [plot_roofline, plot_matmul, plot_conv, plot_attention, plot_batch]
 
 
 def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:

@@ -86,6 +86,11 @@ STEPS: tuple[Step, ...] = (
     Step("trace", {"cuda": Plan(30, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
                                      "bfloat16,tf32,float32", "--trace-dir", "{out}/traces"),
                                 readers=("suites.checks.profiling:trace_tensor_cores",))}, outputs=("traces",)),
+    Step("achievable", {"cuda": Plan(160, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
+                                           "bfloat16,float8_e4m3fn", "--achievable-peaks", "search",
+                                           "--achievable-cache", "{out}/achievable_cache"),
+                                     readers=("suites.checks.matmul:achievable_peaks",))},
+         outputs=("achievable_cache",)),
     Step("attention", {"cuda": Plan(60, ("bench/test_attention.py", "-k",
                                          "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)"),
                                     readers=("suites.checks.attention:flash_vs_naive",))}),
@@ -199,6 +204,8 @@ def _outcome(finished: Finished, timeout_s: float) -> str:
 def pytest_rows(step: Step, plan: Plan, out: Path, device: str, profile: str, timeout_s: float) -> list[Row]:
     """Run the step's bench selection under pytest into out/NAME.json; one row says how it went."""
     args = [arg.replace("{out}", str(out)) for arg in plan.pytest_args]
+    if "--achievable-peaks" not in args:
+        args += ["--achievable-peaks", "off"]  # the search has a step of its own; minutes are not spent per step
     cmd = [sys.executable, "-m", "pytest", *args, "--benchmark-only", "--device", device, "--bench-profile",
            profile, "-q", "-p", "no:cacheprovider", f"--benchmark-json={out / f'{step.name}.json'}"]
     finished = run_bounded(cmd, timeout_s, out / f"{step.name}.log")

@@ -1,4 +1,4 @@
-"""gpu_check rows of the matmul run: the dtype ladder, and how every case's sampling ended.
+"""gpu_check rows of the matmul runs: the dtype ladder, how every case's sampling ended, the achievable peaks.
 
 Both read `matmul.json` (gpu_check's `matmul` step). The ladder gives, per dtype, the best TFLOP/s of the run
 and its percent of the datasheet peak (a figure above 100 % means a wrong peak or a wrong timing, so it fails);
@@ -67,3 +67,29 @@ def how_cases_stopped(out: Path) -> list[Row]:
             f"{len(host_bound)} ({', '.join(host_bound[:3])}{'...' if len(host_bound) > 3 else ''}), {dropped}",
             "", None),
     ]
+
+
+def achievable_peaks(out: Path) -> list[Row]:
+    """The searched bf16 and fp8 gemm peaks and memory bandwidth (`achievable.json`'s machine_info), each beside
+    the datasheet peak of the same run: mamf-finder found about 80 % (bf16) and 71-73 % (fp8) on H100/H200."""
+    path = out / "achievable.json"
+    if not path.exists():
+        return [Row("achievable", "achievable.json not written", "the pytest run failed or was stopped", "", False)]
+    machine = json.loads(path.read_text())["machine_info"]
+    found = machine.get("achievable") or {}
+    if not found.get("flops"):
+        return [Row("achievable", "search", str(found.get("reason") or found.get("missing")), "a peak", False)]
+    datasheet = machine.get("gpu", {}).get("peaks", {})
+    rows = []
+    for dtype, peak in found["flops"].items():
+        sheet = datasheet.get(dtype, {}).get("value")
+        share = f", {100 * peak['value'] / sheet:.1f} % of the datasheet's {sheet / 1e12:.0f}" if sheet else ""
+        rows.append(Row("achievable gemm", dtype, f"{peak['value'] / 1e12:.1f} TFLOP/s at {peak['at']}{share}",
+                        "< datasheet", peak["value"] < sheet if sheet else None))
+    if found.get("bandwidth"):
+        bandwidth = found["bandwidth"]
+        sheet = datasheet.get("bandwidth", {}).get("value")
+        share = f", {100 * bandwidth['value'] / sheet:.1f} % of the datasheet" if sheet else ""
+        rows.append(Row("achievable bandwidth", bandwidth["at"], f"{bandwidth['value'] / 1e9:.0f} GB/s{share}",
+                        "< datasheet", bandwidth["value"] < sheet if sheet else None))
+    return rows

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from suites.core import achievable
 from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import Extension
@@ -34,6 +35,12 @@ def add_options(parser: pytest.Parser) -> None:
                     help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
     group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=parse_bytes,
                     help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")
+    group.addoption("--achievable-peaks", dest="achievable_peaks", default="auto", choices=("auto", "search", "off"),
+                    help="the achievable gemm and bandwidth peaks that pct_achievable divides by: auto loads this "
+                    "machine's from --achievable-cache or searches (seconds on CPU quick, about a minute per dtype "
+                    "on a GPU in full); search searches again; off: no pct_achievable")
+    group.addoption("--achievable-cache", dest="achievable_cache", default=str(achievable.default_cache()),
+                    help="directory of achievable-peak files, one per machine identity (default: %(default)s)")
 
 
 def configure(config: pytest.Config) -> None:
@@ -84,6 +91,8 @@ def parametrize(metafunc: pytest.Metafunc, cases: Callable[[str], list[Case]]) -
 def update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     machine_info.update(devices.machine_info(session(config).device))
     machine_info["telemetry"] = telemetry.machine_info(session(config).extensions)
+    if (found := session(config).achievable_info()) is not None:
+        machine_info["achievable"] = found
 
 
 def update_json(config: pytest.Config, output_json: dict) -> None:

@@ -11,10 +11,12 @@ pytest-benchmark cannot silently break this.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import torch
 
+from suites.core import achievable
 from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.precision import DTYPES
@@ -46,7 +48,10 @@ class BenchSession:
     dtypes: list[str] | None
     extensions: list[Extension] = field(default_factory=list)
     not_measured: list[dict] = field(default_factory=list)
+    achievable_mode: str = "off"  # auto (load this machine's cached peaks or search), search (again), off
+    achievable_cache: Path = Path(".")
     _peaks: dict | None = None
+    _achievable: achievable.Peaks | str | None = None  # the peaks, or why there are none
 
     @property
     def rule(self) -> StopRule:
@@ -63,6 +68,36 @@ class BenchSession:
         return Peaks(self._peaks.get(dtype, {}).get("value") if dtype else None,
                      bandwidth / 1e9 if bandwidth else None)
 
+    def achievable(self) -> achievable.Peaks | None:
+        """This machine's achievable peaks, searched (or loaded) on first use; None when off or when it failed."""
+        if self._achievable is None:
+            if self.achievable_mode == "off":
+                self._achievable = "off (--achievable-peaks off)"
+            else:
+                try:
+                    self._achievable = achievable.obtain(self.device, self.profile, self.achievable_cache,
+                                                         refresh=self.achievable_mode == "search", dtypes=self.dtypes)
+                except Exception as exc:  # the boundary: a failed search costs pct_achievable, never the cases
+                    self._achievable = f"search failed: {type(exc).__name__}: {exc}"
+        return self._achievable if isinstance(self._achievable, achievable.Peaks) else None
+
+    def pct_achievable(self, result: CaseResult) -> dict:
+        """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable); none for a
+        case that failed its check, whose speed must not become a peak."""
+        if result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes):
+            return {}
+        peaks = self.achievable()
+        return peaks.pct(result.case, result.measurement.median_s) if peaks else {}
+
+    def achievable_info(self) -> dict | None:
+        """machine_info's `achievable`: the peaks with how they were found, or why there are none; None when no
+        case asked for them."""
+        if self._achievable is None:
+            return None
+        if isinstance(self._achievable, str):
+            return {"source": None, "reason": self._achievable}
+        return self._achievable.as_dict()
+
     def select(self, cases: list[Case]) -> list[Case]:
         return [c for c in cases if self.dtypes is None or c.params.get("dtype") in self.dtypes]
 
@@ -74,7 +109,9 @@ def from_config(config: pytest.Config) -> BenchSession:
         raise pytest.UsageError(str(exc)) from None
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
-    return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")))
+    return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
+                        achievable_mode=config.getoption("achievable_peaks"),
+                        achievable_cache=Path(config.getoption("achievable_cache")))
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -102,6 +139,8 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     rule = SMOKE if benchmark.disabled else session.rule
     result = run_case(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions)
     result.extra_info["profile"] = session.profile
+    if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
+        result.extra_info |= session.pct_achievable(result)
     record(benchmark, result)
     if result.measurement is None:
         session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))

@@ -1,0 +1,344 @@
+"""Achievable peaks: the highest gemm FLOP/s per dtype and memory bandwidth this device reaches, searched for.
+
+Why: a datasheet peak is not reachable (an H100's bf16 gemm tops out near 80 % of its 989 TFLOP/s however it
+is written), so 70 % of datasheet is good on one part and poor on another. As mamf-finder does, a bounded search
+over gemm shapes finds what the device does reach: a coarse grid of cubes, then a coordinate search around the
+best shape (each of M, N, K moved up and down by a step that halves when nothing improves), within a time budget
+per dtype. Bandwidth gets the same: a large device-to-device copy and a streaming triad (a = b + s*c), the best
+of both. Every shape is timed by suites.core.timing with the same median as the cases, so a case and the peak it
+is divided by are measured alike.
+
+`pct_achievable` = attained / attainable, where attainable is the roofline at the case's arithmetic intensity:
+min(achievable FLOP/s of its dtype, intensity x achievable bandwidth); with only a FLOP or only a byte model, the
+one roof it has. It stays at or below 100 by design: the achievable roofs are the best this device was seen to
+do, so when a case beats the roof that binds it (a shape the search did not try, or noise that slowed the
+search) that roof is raised to the case's figure for the rest of the run, the case reads 100, and the roof
+records which case raised it (`raised_by`). A roof only rises, so no case reads above 100.
+
+The result is kept in a JSON file keyed by the machine's identity (device, driver, torch build, threads), so a
+later run on the same machine loads it instead of searching again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from suites.core import gemm
+from suites.core.cases import Case, Unsupported
+from suites.core.device import cpu_info, gpu_info
+from suites.core.precision import DTYPES, float32_mode
+from suites.core.timing import StopRule, measure
+
+FORMAT = 1  # version of the cache file's layout; a file of another version is searched again
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one search covers: cube edges of the coarse grid, refinement steps, budgets, and the stop rule."""
+
+    sizes: tuple[int, ...]
+    step: int  # first refinement step on M, N, K
+    min_step: int  # refinement stops below it; a multiple of 16 (float8 gemms need it)
+    gemm_budget_s: float  # per dtype
+    bandwidth_sizes: tuple[int, ...]  # bytes per array
+    bandwidth_budget_s: float  # for copy and triad together
+    rule: StopRule
+
+
+_QUICK_RULE = StopRule(min_samples=5, min_time_s=0.02, target_rel_iqr=0.03, timeout_s=0.5, warmup_s=0.01)
+_FULL_RULE = StopRule(min_samples=10, min_time_s=0.1, target_rel_iqr=0.01, timeout_s=2.0, warmup_s=0.05)
+MiB, GiB = 2**20, 2**30
+
+# quick on a CPU: seconds in all (the cases' own quick shapes are 256 cubes); full on a GPU: about a minute per
+# dtype over the shapes that fill a large GPU, as mamf-finder's ranges do.
+PLANS: dict[tuple[str, str], Plan] = {
+    ("cpu", "quick"): Plan((128, 256, 384, 512, 768, 1024), 128, 32, 3.5, (64 * MiB,), 2.0, _QUICK_RULE),
+    ("cpu", "full"): Plan((256, 512, 1024, 1536, 2048, 3072), 256, 32, 30.0, (128 * MiB, 512 * MiB), 10.0,
+                          _FULL_RULE),
+    ("cuda", "quick"): Plan((1024, 2048, 4096, 6144, 8192), 512, 128, 10.0, (1 * GiB,), 3.0, _QUICK_RULE),
+    ("cuda", "full"): Plan((1024, 2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384), 1024, 64, 60.0,
+                           (1 * GiB, 4 * GiB), 15.0, _FULL_RULE),
+}
+
+
+@dataclass
+class Found:
+    """One achievable figure: the best value (FLOP/s or bytes/s), where it was reached, and how it was found."""
+
+    value: float
+    at: str  # gemm shape MxNxK, or the kernel and array size
+    how: str
+    tried: int
+    seconds: float
+    raised_by: str | None = None  # the case that beat the searched figure during this run, if one did
+    searched_value: float | None = None  # the searched figure, kept when a case raised `value`
+
+
+@dataclass
+class Peaks:
+    """The achievable roofs of one device: FLOP/s per dtype, bandwidth, and why a dtype has none."""
+
+    flops: dict[str, Found] = field(default_factory=dict)
+    bandwidth: Found | None = None
+    kernels: dict[str, Found] = field(default_factory=dict)  # copy and triad, the best of which is `bandwidth`
+    missing: dict[str, str] = field(default_factory=dict)  # dtype -> reason it has no figure
+    profile: str = ""
+    identity: dict = field(default_factory=dict)
+    source: str = ""  # `searched` or the file it was loaded from
+    searched_at: str = ""
+
+    def as_dict(self) -> dict:
+        return {"format": FORMAT, "profile": self.profile, "identity": self.identity, "source": self.source,
+                "searched_at": self.searched_at,
+                "flops": {dtype: asdict(found) for dtype, found in self.flops.items()},
+                "bandwidth": asdict(self.bandwidth) if self.bandwidth else None,
+                "kernels": {name: asdict(found) for name, found in self.kernels.items()},
+                "missing": dict(self.missing)}
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str) -> Peaks:
+        return cls(flops={d: Found(**f) for d, f in data["flops"].items()},
+                   bandwidth=Found(**data["bandwidth"]) if data.get("bandwidth") else None,
+                   kernels={k: Found(**f) for k, f in data.get("kernels", {}).items()},
+                   missing=dict(data.get("missing", {})), profile=data["profile"], identity=data["identity"],
+                   source=source, searched_at=data.get("searched_at", ""))
+
+    def pct(self, case: Case, median_s: float) -> dict:
+        """`pct_achievable` of a measured case (empty when it has no model or no roof applies); raises the binding
+        roof when the case beats it, so the figure is at most 100."""
+        roofs: list[tuple[float, Found]] = []  # (attainable FLOP/s or bytes/s, the roof that gives it)
+        peak = self.flops.get(case.peak_dtype) if case.peak_dtype else None
+        if case.flops and peak:
+            roofs.append((peak.value, peak))
+        if case.bytes and self.bandwidth:
+            scale = case.flops / case.bytes if case.flops and peak else 1.0  # FLOP per byte on the roofline
+            roofs.append((self.bandwidth.value * scale, self.bandwidth))
+        if not roofs:
+            return {}
+        attained = (case.flops if case.flops and peak else case.bytes) / median_s
+        attainable, roof = min(roofs, key=lambda r: r[0])
+        if attained <= attainable:
+            return {"pct_achievable": 100 * attained / attainable}
+        roof.searched_value = roof.searched_value or roof.value
+        roof.value *= attained / attainable
+        roof.raised_by = case.id
+        return {"pct_achievable": 100.0}
+
+
+def _time_per_call(fn: Callable[[], object], device: torch.device, rule: StopRule) -> float:
+    return measure(fn, device, rule).median_s
+
+
+def _release(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+Shape = tuple[int, int, int]
+
+
+def _text(shape: Shape) -> str:
+    return "x".join(map(str, shape))
+
+
+def _gemm_rate(shape: Shape, dtype: str, device: torch.device, rule: StopRule) -> float:
+    """Measured FLOP/s of one gemm shape (2MNK per call over the median device time)."""
+    product = gemm.build(*shape, dtype, device, seeded=False)
+    try:
+        seconds = _time_per_call(product.fn, device, rule)
+    finally:
+        del product
+        _release(device)
+    return 2 * math.prod(shape) / seconds
+
+
+def search_gemm(dtype: str, device: torch.device, plan: Plan, clock: Callable[[], float] = time.perf_counter,
+                rate: Callable[[Shape], float] | None = None) -> Found:
+    """The best gemm FLOP/s of `dtype` within the plan's budget: cubes of the grid, then a coordinate search.
+
+    A shape is skipped when, at the best rate seen so far, its samples would not fit in the budget left (the
+    budget is kept to within one shape's measurement). `rate` replaces the measurement (tests of the search).
+    """
+    if rate is None and (reason := gemm.support(dtype, device)):
+        raise Unsupported(reason)
+    measure_rate = rate or (lambda shape: _gemm_rate(shape, dtype, device, plan.rule))
+    start = clock()
+    tried: dict[Shape, float] = {}
+
+    def fits(shape: Shape) -> bool:
+        left = plan.gemm_budget_s - (clock() - start)
+        best = max(tried.values(), default=None)
+        calls = 2 + plan.rule.min_samples
+        return left > 0 and (best is None or calls * 2 * math.prod(shape) / best < left)
+
+    def attempt(shape: Shape) -> bool:
+        """Measure a new shape when it fits; True when it beats the best so far."""
+        if shape in tried or not fits(shape):
+            return False
+        previous = max(tried.values(), default=0.0)
+        try:
+            with float32_mode(dtype == "tf32"):
+                tried[shape] = measure_rate(shape)
+        except (torch.OutOfMemoryError, Unsupported):  # a shape too large, or one the kernel rejects, is a
+            tried[shape] = 0.0  # point of the search, not a failure of it
+            _release(device)
+        return tried[shape] > previous
+
+    for size in plan.sizes:
+        attempt((size, size, size))
+    if not any(tried.values()):
+        raise Unsupported(f"no {dtype} gemm of the grid fits the {plan.gemm_budget_s:g} s budget")
+    grid = len(tried)
+    step = plan.step
+    while step >= plan.min_step and fits(max(tried, key=tried.get)):
+        best = max(tried, key=tried.get)
+        moves = [tuple(d + sign * step if i == axis else d for i, d in enumerate(best))
+                 for axis in range(3) for sign in (1, -1)]
+        improved = [attempt(s) for s in moves if min(s) >= plan.min_step]
+        if not any(improved):
+            step //= 2
+    best = max(tried, key=tried.get)
+    seconds = clock() - start
+    how = (f"searched: {grid} cubes of the grid, then {len(tried) - grid} shape(s) of coordinate refinement "
+           f"(steps {plan.step} down to {plan.min_step}), {seconds:.1f} s of a {plan.gemm_budget_s:g} s budget; "
+           f"median device time per shape")
+    return Found(tried[best], _text(best), how, len(tried), seconds)
+
+
+def _kernel(name: str, n_bytes: int, device: torch.device) -> tuple[Callable[[], object], int]:
+    """(fn, bytes moved per call): copy reads and writes one array; triad reads two and writes one (STREAM)."""
+    n = n_bytes // 4
+    src, dst = torch.rand(n, device=device), torch.empty(n, device=device)
+    if name == "copy":
+        return (lambda: dst.copy_(src)), 2 * n * 4
+    other = torch.rand(n, device=device)
+    return (lambda: torch.add(src, other, alpha=3.0, out=dst)), 3 * n * 4
+
+
+def search_bandwidth(device: torch.device, plan: Plan, clock: Callable[[], float] = time.perf_counter
+                     ) -> dict[str, Found]:
+    """The best copy and triad bandwidth (bytes/s) over the plan's array sizes, within its budget."""
+    found: dict[str, Found] = {}
+    budget = plan.bandwidth_budget_s / 2
+    for name in ("copy", "triad"):
+        start, best, tried = clock(), None, 0
+        for size in plan.bandwidth_sizes:
+            if clock() - start > budget:
+                break
+            try:
+                fn, moved = _kernel(name, size, device)
+                rate = moved / _time_per_call(fn, device, plan.rule)
+                del fn
+            except torch.OutOfMemoryError:  # arrays too large for this device: the smaller sizes stand
+                continue
+            finally:
+                _release(device)
+            tried += 1
+            if best is None or rate > best[0]:
+                best = (rate, size)
+        if best is None:
+            continue
+        seconds = clock() - start
+        how = (f"searched: {name} of float32 arrays, {tried} size(s) in {seconds:.1f} s; bytes read + written "
+               f"per call over the median device time")
+        found[name] = Found(best[0], f"{name} {best[1] // MiB} MiB per array", how, tried, seconds)
+    return found
+
+
+def identity(device: torch.device) -> dict:
+    """What makes two runs the same machine for the cache: the device, its driver, torch build and threads."""
+    info: dict = {"torch": torch.__version__, "device_type": device.type}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info |= {"gpu": props.name, "capability": f"{props.major}.{props.minor}",
+                 "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory,
+                 "cuda": torch.version.cuda, "driver": gpu_info(device).driver}
+    else:
+        cpu = cpu_info()
+        info |= {key: cpu[key] for key in ("model", "usable_cores", "torch_threads", "capability")}
+    return info
+
+
+def default_cache() -> Path:
+    """$XDG_CACHE_HOME/torchbench-levers/achievable (~/.cache/...): per user and machine, outside the results."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbench-levers" / "achievable"
+
+
+def cache_path(directory: Path, ident: dict, profile: str) -> Path:
+    """`<device>-<hash of the identity>-<profile>.json` under directory."""
+    name = ident.get("gpu") or ident.get("model") or ident["device_type"]
+    digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+    return directory / f"{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-')}-{digest}-{profile}.json"
+
+
+def load(directory: Path, ident: dict, profile: str) -> Peaks | None:
+    """The cached peaks of this machine: a full search serves both profiles, a quick one only quick runs."""
+    for wanted in ("full",) if profile == "full" else ("full", "quick"):
+        path = cache_path(directory, ident, wanted)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("format") == FORMAT and data.get("identity") == ident:
+            return Peaks.from_dict(data, f"loaded from {path}")
+    return None
+
+
+def save(peaks: Peaks, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = cache_path(directory, peaks.identity, peaks.profile)
+    path.write_text(json.dumps(peaks.as_dict(), indent=1))
+    return path
+
+
+def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
+           log: Callable[[str], None] = lambda _: None) -> Peaks:
+    """Search every dtype the device runs (those of `dtypes` when given), then the bandwidth."""
+    plan = PLANS[(device.type, profile)]
+    peaks = Peaks(profile=profile, identity=identity(device), source="searched",
+                  searched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    for dtype in dtypes or list(DTYPES):
+        try:
+            peaks.flops[dtype] = search_gemm(dtype, device, plan)
+            log(f"achievable {dtype}: {peaks.flops[dtype].value / 1e12:.4g} TFLOP/s at {peaks.flops[dtype].at}")
+        except Unsupported as exc:
+            peaks.missing[dtype] = str(exc)
+    peaks.kernels = search_bandwidth(device, plan)
+    if not peaks.kernels:
+        peaks.missing["bandwidth"] = "no copy or triad array size of the plan fits in memory"
+        return peaks
+    best = max(peaks.kernels.values(), key=lambda f: f.value)
+    peaks.bandwidth = Found(**asdict(best))
+    log(f"achievable bandwidth: {best.value / 1e9:.4g} GB/s ({best.at})")
+    return peaks
+
+
+def obtain(device: torch.device, profile: str, directory: Path, refresh: bool = False,
+           dtypes: list[str] | None = None, log: Callable[[str], None] = lambda _: None) -> Peaks:
+    """This machine's cached peaks, or a new search saved for the next run (always a new one with `refresh`).
+
+    A cache serves the dtypes it holds; a dtype asked for that it lacks means a new search.
+    """
+    ident = identity(device)
+    cached = None if refresh else load(directory, ident, profile)
+    wanted = set(dtypes or DTYPES)
+    if cached is not None and wanted <= set(cached.flops) | set(cached.missing):
+        return cached
+    peaks = search(device, profile, dtypes, log)
+    try:
+        save(peaks, directory)
+    except OSError as exc:
+        log(f"achievable peaks not cached ({exc}); the next run searches again")
+    return peaks

@@ -1,0 +1,199 @@
+"""The achievable-peak search, its roofline percentage, its cache, and a real quick run that uses them.
+
+The search logic is tested on a known landscape of rates (a function of the shape, as a measurement would be)
+and a clock that advances per shape, so finding the best shape and keeping the budget are checked exactly; the
+measurement itself is checked by a real search on this CPU. No speed is asserted: CPU timings here are noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from suites.core import achievable
+from suites.core.cases import Case, Unsupported
+from suites.core.runner import CaseResult
+from suites.core.timing import Measurement, StopRule
+from suites.harness.session import BenchSession
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU = torch.device("cpu")
+RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=0.2, warmup_s=0.0)
+
+
+def plan(budget_s: float = 100.0, sizes=(256, 512, 1024, 2048), step=256, min_step=32) -> achievable.Plan:
+    return achievable.Plan(sizes, step, min_step, budget_s, (4 * 2**20,), 0.5, RULE)
+
+
+class Clock:
+    """Seconds that pass only when a shape is measured: `cost` per shape."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def landscape(best: tuple[int, int, int], clock: Clock, cost: float = 1.0):
+    """A rate that falls off with the distance from `best` (a single hill, as gemm efficiency is near its top)."""
+    calls = []
+
+    def rate(shape):
+        clock.now += cost
+        calls.append(shape)
+        return 1e12 / (1 + sum(abs(s - b) for s, b in zip(shape, best, strict=True)) / 256)
+
+    return rate, calls
+
+
+def test_search_climbs_from_the_best_cube_to_the_best_shape():
+    clock = Clock()
+    rate, calls = landscape((768, 1280, 544), clock)
+    found = achievable.search_gemm("float32", CPU, plan(), clock, rate)
+    assert found.at == "768x1280x544" and found.value == pytest.approx(1e12)
+    assert found.tried == len(calls) == len(set(calls))  # no shape measured twice
+    assert all(min(s) >= 32 for s in calls)
+
+
+def test_search_stops_within_its_budget():
+    clock = Clock()
+    rate, calls = landscape((768, 1280, 544), clock)
+    found = achievable.search_gemm("float32", CPU, plan(budget_s=7.5), clock, rate)
+    rate_of = landscape((768, 1280, 544), Clock())[0]
+    assert len(calls) == 8  # the 8th shape starts before 7.5 s; none starts after
+    assert found.seconds == 8.0 and found.value == max(map(rate_of, calls))
+
+
+def test_a_shape_that_cannot_fit_its_samples_in_the_budget_left_is_skipped():
+    clock = Clock()
+    calls = []
+
+    def rate(shape):  # 1 GFLOP/s: a 2048 cube would take 17 s per call
+        clock.now += 0.1
+        calls.append(shape)
+        return 1e9
+
+    achievable.search_gemm("float32", CPU, plan(budget_s=5.0), clock, rate)
+    assert max(max(s) for s in calls) <= 1024
+
+
+def test_out_of_memory_shapes_are_points_of_the_search():
+    clock = Clock()
+
+    def rate(shape):
+        clock.now += 1
+        if max(shape) >= 1024:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return 1e9 * max(shape)
+
+    found = achievable.search_gemm("float32", CPU, plan(budget_s=20), clock, rate)
+    assert max(map(int, found.at.split("x"))) < 1024
+
+
+def test_unsupported_dtype_raises_with_its_reason():
+    with pytest.raises(Unsupported, match=r"compute capability 8\.9"):
+        achievable.search_gemm("float8_e4m3fn", CPU, plan())
+
+
+def _case(flops=None, bytes_=None, dtype="float32") -> Case:
+    return Case("matmul", f"matmul/x/{flops}/{bytes_}", {}, build=lambda d: None, flops=flops, bytes=bytes_,
+                peak_dtype=dtype)
+
+
+def _peaks(tflops=1.0, gbps=100.0) -> achievable.Peaks:
+    return achievable.Peaks(flops={"float32": achievable.Found(tflops * 1e12, "1x1x1", "test", 1, 0.0)},
+                            bandwidth=achievable.Found(gbps * 1e9, "triad", "test", 1, 0.0))
+
+
+def test_pct_is_against_the_roofline_at_the_case_intensity():
+    peaks = _peaks()  # ridge at 1e12 / 1e11 = 10 FLOP/byte
+    compute_bound = _case(flops=1e12, bytes_=1e10)  # 100 FLOP/byte: the FLOP roof binds
+    assert peaks.pct(compute_bound, 2.0)["pct_achievable"] == pytest.approx(50.0)
+    memory_bound = _case(flops=1e11, bytes_=1e11)  # 1 FLOP/byte: attainable 1e11 FLOP/s
+    assert peaks.pct(memory_bound, 2.0)["pct_achievable"] == pytest.approx(50.0)
+    assert peaks.pct(_case(bytes_=1e11), 2.0)["pct_achievable"] == pytest.approx(50.0)  # a byte model only
+    assert peaks.pct(_case(flops=1e12), 2.0)["pct_achievable"] == pytest.approx(50.0)  # a FLOP model only
+    assert peaks.pct(_case(flops=1e12, dtype="tf32"), 1.0) == {}  # no roof for its dtype, no byte model
+
+
+def test_a_case_above_its_roof_reads_100_and_raises_that_roof_only():
+    peaks = _peaks()
+    fast = _case(flops=2e12, bytes_=1e9)  # 2 TFLOP/s attained against a 1 TFLOP/s roof
+    assert peaks.pct(fast, 1.0)["pct_achievable"] == 100.0
+    assert peaks.flops["float32"].value == pytest.approx(2e12)
+    assert peaks.flops["float32"].raised_by == fast.id and peaks.flops["float32"].searched_value == 1e12
+    assert peaks.bandwidth.value == pytest.approx(1e11) and peaks.bandwidth.raised_by is None
+    assert peaks.pct(_case(flops=1e12, bytes_=1e9), 1.0)["pct_achievable"] == pytest.approx(50.0)
+
+
+def test_cache_round_trip_and_identity(tmp_path):
+    peaks = _peaks()
+    peaks.profile, peaks.identity = "quick", achievable.identity(CPU)
+    path = achievable.save(peaks, tmp_path)
+    loaded = achievable.load(tmp_path, achievable.identity(CPU), "quick")
+    assert loaded.source == f"loaded from {path}" and loaded.flops["float32"].value == 1e12
+    assert achievable.load(tmp_path, achievable.identity(CPU), "full") is None  # a quick search is not a full one
+    other = dict(achievable.identity(CPU), torch_threads=99)
+    assert achievable.load(tmp_path, other, "quick") is None
+    assert json.loads(path.read_text())["identity"]["torch_threads"] == torch.get_num_threads()
+
+
+def test_a_real_search_on_this_cpu(tmp_path):
+    small = achievable.Plan((64, 128), 32, 32, 1.0, (2**20,), 0.5, RULE)
+    found = achievable.search_gemm("float32", CPU, small)
+    m, n, k = map(int, found.at.split("x"))
+    assert found.value > 0 and found.tried >= 2 and min(m, n, k) >= 32
+    kernels = achievable.search_bandwidth(CPU, small)
+    assert set(kernels) == {"copy", "triad"} and all(f.value > 0 for f in kernels.values())
+
+
+@pytest.mark.slow
+def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_path):
+    def run(out: Path) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                               "bench/test_matmul.py", "--benchmark-only", "--device", "cpu",
+                               "--bench-dtypes", "float32", "-k", "square", f"--achievable-cache={tmp_path}",
+                               f"--benchmark-json={out}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return json.loads(out.read_text())
+
+    first = run(tmp_path / "a.json")
+    info = first["machine_info"]["achievable"]
+    assert info["source"] == "searched" and set(info["flops"]) == {"float32"}
+    assert {"copy", "triad"} == set(info["kernels"])
+    for bench in first["benchmarks"]:
+        assert 0 < bench["extra_info"]["pct_achievable"] <= 100
+    second = run(tmp_path / "b.json")
+    assert second["machine_info"]["achievable"]["source"].startswith("loaded from")
+    assert all(0 < b["extra_info"]["pct_achievable"] <= 100 for b in second["benchmarks"])
+    assert math.isclose(second["machine_info"]["achievable"]["kernels"]["copy"]["value"],
+                        info["kernels"]["copy"]["value"])
+
+
+def test_obtain_serves_the_dtypes_the_cache_holds_without_searching(tmp_path):
+    peaks = _peaks()
+    peaks.profile, peaks.identity, peaks.missing = "quick", achievable.identity(CPU), {"tf32": "not here"}
+    achievable.save(peaks, tmp_path)
+    found = achievable.obtain(CPU, "quick", tmp_path, dtypes=["float32", "tf32"])
+    assert found.source.startswith("loaded from") and found.flops["float32"].value == 1e12
+
+
+def _result(case: Case, status: str = "ok") -> CaseResult:
+    return CaseResult(case, status, measurement=Measurement([1.0], "wall", 1, True, 0.0, 2, False))
+
+
+def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
+    on = BenchSession(CPU, "quick", None, achievable_mode="auto", _achievable=_peaks())
+    assert on.pct_achievable(_result(_case(flops=5e11))) == {"pct_achievable": 50.0}
+    assert on.pct_achievable(_result(_case(flops=5e12), "error")) == {}  # a wrong answer never raises a roof
+    assert on.achievable_info()["flops"]["float32"]["raised_by"] is None
+    off = BenchSession(CPU, "quick", None, achievable_mode="off")
+    assert off.pct_achievable(_result(_case(flops=5e11))) == {}
+    assert off.achievable_info() == {"source": None, "reason": "off (--achievable-peaks off)"}

@@ -1,0 +1,111 @@
+"""The peaks the reports read, the matmul picture, the roofline and the hardware picture, on real runs.
+
+tests/data/run_cpu_quick_achievable.json is a real quick run of the matmul suite and the conv forward cases on
+this CPU with the achievable-peak search on; the two-system pictures use the real 2-thread and 1-thread runs.
+A GPU's datasheet peaks are tested on a copy whose machine_info gains a `gpu.peaks` entry, marked as a fixture.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reports import hardware, peaks
+from reports.__main__ import main
+from reports.load import load
+from reports.plots import levers as lever_plot
+from reports.plots import matmul, roofline
+from tests.resultfiles import DATA, RUN_A, read, write
+
+RUN = DATA / "run_cpu_quick_achievable.json"
+RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_peaks_are_the_runs_achievable_figures():
+    info = read(RUN)["machine_info"]["achievable"]
+    table = peaks.peaks(load([RUN]))
+    assert set(table["kind"]) == {"achievable"}  # a CPU has no datasheet entry
+    found = peaks.of(table, load([RUN])["device"].iloc[0], "achievable")
+    assert found == {**{d: f["value"] for d, f in info["flops"].items()}, "bandwidth": info["bandwidth"]["value"]}
+
+
+def test_a_gpu_runs_datasheet_peaks_are_read_and_the_best_achievable_over_runs_is_kept(tmp_path):
+    copy = read(RUN)
+    copy["machine_info"]["gpu"] = {"name": "fixture GPU", "peaks": {"bfloat16": {"value": 9.9e14, "source": "x"},
+                                                                     "tf32": {"value": None, "source": "unknown"}}}
+    copy["machine_info"]["achievable"]["flops"]["bfloat16"]["value"] = 8e14
+    better = read(RUN)
+    better["machine_info"]["gpu"] = copy["machine_info"]["gpu"]
+    better["machine_info"]["achievable"]["flops"]["bfloat16"]["value"] = 8.5e14
+    better["datetime"] = "2000-01-01T00:00:00+00:00"  # the older run has the better search
+    frame = load([write(copy, tmp_path / "a.json"), write(better, tmp_path / "b.json")])
+    table = peaks.peaks(frame)
+    assert peaks.of(table, "fixture GPU", "datasheet") == {"bfloat16": 9.9e14}  # no value, no row
+    assert peaks.of(table, "fixture GPU", "achievable")["bfloat16"] == 8.5e14
+    shown = peaks.readable(table)
+    assert "990 TFLOP/s" in set(shown["peak"]) and "850 TFLOP/s" in set(shown["peak"])
+
+
+def test_every_measured_case_of_the_run_has_pct_achievable_at_most_100():
+    frame = load([RUN])
+    timed = frame[frame["median_s"].notna()]
+    assert len(timed) >= 20 and timed["pct_achievable"].between(0, 100, inclusive="right").all()
+
+
+def test_matmul_picture_one_per_device_with_percent_of_achievable_on_a_cpu(tmp_path):
+    frame = load([RUN, RUN_1THREAD])
+    written = matmul.plots(frame, tmp_path)
+    assert len(written) == 2 and all(p.read_bytes().startswith(PNG) for p in written)
+    rows = matmul.measured(load([RUN]))
+    _, what = matmul._percent(rows)
+    assert what.startswith("% of the achievable")
+    assert matmul._percent(rows.assign(pct_peak=50.0))[1].startswith("% of the datasheet")
+
+
+def test_roofline_places_the_cases_with_both_models(tmp_path):
+    frame = load([RUN])
+    points = roofline.points(frame)
+    both = frame[frame["median_s"].notna() & frame["flops"].notna() & frame["bytes"].notna()]
+    assert len(points) == len(both) and set(points["group"]) == {"matmul", "conv"}
+    assert (points["intensity"] == points["flops"] / points["bytes"]).all()
+    written = roofline.plots(frame, tmp_path)
+    assert len(written) == 1 and written[0].name.startswith("roofline-")
+    assert written[0].read_bytes().startswith(PNG)
+
+
+def test_lever_picture_needs_two_systems(tmp_path):
+    rows, _ = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
+    assert lever_plot.plot(rows, tmp_path).read_bytes().startswith(PNG)
+    effects = lever_plot.effects(rows)
+    assert effects.groupby("comparison")["system"].nunique().eq(2).all()
+    one, _ = hardware.side_by_side(load([RUN_A]))
+    assert lever_plot.plot(one, tmp_path / "one") is None
+
+
+@pytest.mark.parametrize("runs, images", [
+    ([RUN], {"matmul-", "roofline-"}),
+    ([RUN_A, RUN_1THREAD], {"matmul-", "roofline-", "hardware-levers", "hardware_matmul"}),
+])
+def test_html_embeds_the_pictures(runs, images, tmp_path, capsys):
+    assert main(["html", *map(str, runs), "-o", str(tmp_path)]) == 0
+    page = (tmp_path / "index.html").read_text()
+    names = set(re.findall(r'alt="([^"]+)\.png"', page))
+    for prefix in images:
+        assert any(name.startswith(prefix) for name in names), (prefix, names)
+    assert ("Peaks: achievable and datasheet" in page) == (RUN in runs)
+
+
+def test_peaks_of_a_file_that_vanished_are_a_warning(tmp_path, capsys):
+    path = write(read(RUN), tmp_path / "gone.json")
+    frame = load([path])
+    path.unlink()
+    assert peaks.peaks(frame).empty
+    assert "warning: peaks of" in capsys.readouterr().err
+
+
+def test_hardware_bars_have_a_time_and_a_speedup_panel(tmp_path):
+    rows, base = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
+    path = hardware.bar_plot("matmul", hardware.shared(rows[rows["group"] == "matmul"]), base, tmp_path)
+    assert path.read_bytes().startswith(PNG)
