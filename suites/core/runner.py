@@ -12,6 +12,7 @@ import gc
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -33,6 +34,15 @@ class Extension:
 
     def after(self, case: Case, workload: Workload, device: torch.device) -> dict:
         return {}
+
+
+class Lockstep(Protocol):
+    """How the ranks of a distributed run measure one case together: `before_sample` lines them up before each
+    sample (outside the timed window), `reduce` turns this rank's samples into the slowest rank's."""
+
+    def before_sample(self) -> None: ...
+
+    def reduce(self, m: Measurement) -> Measurement: ...
 
 
 @dataclass
@@ -122,13 +132,14 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
 
 
 def run_case(case: Case, device: torch.device, rule: StopRule, peak_flops: float | None = None,
-             extensions: Sequence[Extension] = ()) -> CaseResult:
-    """Build, measure and check one case; never raises for a failing case, it returns the failure."""
+             extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None) -> CaseResult:
+    """Build, measure and check one case; never raises for a failing case, it returns the failure.
+    With `lockstep` (several ranks), every figure derives from the slowest rank's samples."""
     workload = None
     try:
         with float32_mode(case.tf32):
             workload = case.build(device)
-            result = _measure_and_check(case, workload, device, rule, peak_flops, extensions)
+            result = _measure_and_check(case, workload, device, rule, peak_flops, extensions, lockstep)
     except Exception as exc:  # the boundary where a failing case becomes a recorded result
         result = _failure(case, device, exc)
     finally:
@@ -141,7 +152,8 @@ def run_case(case: Case, device: torch.device, rule: StopRule, peak_flops: float
 
 
 def _measure_and_check(case: Case, workload: Workload, device: torch.device, rule: StopRule,
-                       peak_flops: float | None, extensions: Sequence[Extension]) -> CaseResult:
+                       peak_flops: float | None, extensions: Sequence[Extension],
+                       lockstep: Lockstep | None = None) -> CaseResult:
     info = _base_info(case, device) | workload.extra_info
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -149,7 +161,10 @@ def _measure_and_check(case: Case, workload: Workload, device: torch.device, rul
         baseline = torch.cuda.memory_allocated(device)
     with contextlib.ExitStack() as stack:
         observed = [stack.enter_context(ext.around(case, device)) for ext in extensions]
-        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph)
+        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph,
+                    before_sample=lockstep.before_sample if lockstep else None)
+        if lockstep is not None:
+            m = lockstep.reduce(m)
     for fields in observed:
         info |= fields
     if device.type == "cuda":

@@ -159,9 +159,10 @@ def _wall_sampler(run: Callable[[], None], reps: int) -> Callable[[], float]:
 
 
 def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, cold: bool = False,
-            graph: bool = False) -> Measurement:
+            graph: bool = False, before_sample: Callable[[], None] | None = None) -> Measurement:
     """Time `fn` on `device` under `rule`. `cold` flushes L2 before every call (one call per sample);
-    `graph` replays a CUDA graph of the batched calls. Both apply on CUDA only, and the record says what ran."""
+    `graph` replays a CUDA graph of the batched calls. Both apply on CUDA only, and the record says what ran.
+    `before_sample` runs before each sample, outside the timed window (the ranks' barrier under torchrun)."""
     warmup_calls, last_call_s = warm_up(fn, device, rule.warmup_s)
     cuda = device.type == "cuda"
     reps = 1 if (cold and cuda) else max(1, math.ceil(rule.min_sample_s / max(last_call_s, 1e-9)))
@@ -183,6 +184,8 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     try:
         start = time.perf_counter()
         while True:
+            if before_sample is not None:
+                before_sample()
             samples.append(sampler())
             stop, converged = should_stop(samples, reps, time.perf_counter() - start, rule)
             if stop:

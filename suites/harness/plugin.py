@@ -11,6 +11,7 @@ from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import Extension
 from suites.core.units import parse_bytes
+from suites.harness import distributed
 from suites.harness import session as sessions
 from suites.observers import telemetry, tracing
 
@@ -32,6 +33,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
     group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=parse_bytes,
                     help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")
+    group.addoption("--dist-timeout-s", dest="dist_timeout_s", type=float, default=distributed.DEFAULT_TIMEOUT_S,
+                    help="under torchrun: seconds any collective may wait for the other ranks before the run fails "
+                    f"(default {distributed.DEFAULT_TIMEOUT_S:g})")
 
 
 def configure(config: pytest.Config) -> None:
@@ -43,6 +47,8 @@ def configure(config: pytest.Config) -> None:
     config.stash[SESSION] = sessions.from_config(config)
     config.stash[SESSION].extensions.extend(observers(config))
     option = config.option
+    if (world := config.stash[SESSION].world) is not None:
+        distributed.quiet_other_ranks(option, world)
     if hasattr(option, "benchmark_save_data"):
         option.benchmark_save_data = True
         if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
@@ -80,6 +86,19 @@ def parametrize(metafunc: pytest.Metafunc, cases: Callable[[str], list[Case]]) -
 def update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     machine_info.update(devices.machine_info(session(config).device))
     machine_info["telemetry"] = telemetry.machine_info(session(config).extensions)
+    if (world := session(config).world) is not None:
+        machine_info["distributed"] = distributed.machine_info(world, session(config).device)
+
+
+def collection_finish(items: list[pytest.Item], config: pytest.Config) -> None:
+    """Under torchrun, check that every rank collected the same cases in the same order."""
+    if (world := session(config).world) is not None:
+        distributed.check_same_cases([item.nodeid for item in items], world)
+
+
+def unconfigure(config: pytest.Config) -> None:
+    if SESSION in config.stash and config.stash[SESSION].world is not None:
+        distributed.leave()
 
 
 def update_json(config: pytest.Config, output_json: dict) -> None:

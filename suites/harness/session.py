@@ -20,6 +20,7 @@ from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, Extension, run_case
 from suites.core.timing import RULES, StopRule
+from suites.harness import distributed
 
 PROFILES = tuple(RULES)
 SMOKE = StopRule(min_samples=1, min_time_s=0.0, target_rel_iqr=float("inf"), timeout_s=0.0, warmup_s=0.0)
@@ -46,11 +47,21 @@ class BenchSession:
     dtypes: list[str] | None
     extensions: list[Extension] = field(default_factory=list)
     not_measured: list[dict] = field(default_factory=list)
+    world: distributed.World | None = None  # set under torchrun with several ranks
     _peaks: dict | None = None
 
     @property
     def rule(self) -> StopRule:
         return RULES[self.profile]
+
+    def lockstep(self, disabled: bool) -> tuple[StopRule, distributed.RankLockstep | None]:
+        """The rule of a case and, with several ranks, how they measure it together."""
+        rule = SMOKE if disabled else self.rule
+        if self.world is None:
+            return rule, None
+        samples = 1 if disabled else distributed.SAMPLES[self.profile]
+        return (distributed.lockstep_rule(rule, samples),
+                distributed.RankLockstep(self.world, self.device, self.rule.target_rel_iqr))
 
     def peak_flops(self, dtype: str | None) -> float | None:
         """The device's peak FLOP/s for a dtype (None on CPU: no honest peak is known there)."""
@@ -69,9 +80,15 @@ def from_config(config: pytest.Config) -> BenchSession:
         device = devices.resolve(config.getoption("bench_device"))
     except devices.DeviceError as exc:
         raise pytest.UsageError(str(exc)) from None
+    world = None
+    if distributed.launched():
+        device = distributed.local_device(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
-    return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")))
+    if distributed.launched():
+        world = distributed.join(device, config.getoption("dist_timeout_s"))
+    return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
+                        world=world)
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -96,8 +113,12 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
 
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:
     """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error)."""
-    rule = SMOKE if benchmark.disabled else session.rule
-    result = run_case(case, session.device, rule, session.peak_flops(case.peak_dtype), session.extensions)
+    rule, lockstep = session.lockstep(benchmark.disabled)
+    if lockstep is not None:
+        case = lockstep.agreed(case)
+    result = run_case(case, session.device, rule, session.peak_flops(case.peak_dtype), session.extensions, lockstep)
+    if lockstep is not None:
+        result = lockstep.settle(result)
     result.extra_info["profile"] = session.profile
     record(benchmark, result)
     if result.measurement is None:
