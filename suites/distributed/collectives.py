@@ -27,8 +27,9 @@ SEED = 0
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 COLLECTIVE_DTYPES = ("float32", "bfloat16")
 KiB, MiB = 2**10, 2**20
-# torch 2.13 renamed reduce_scatter_tensor (now deprecated) to reduce_scatter_single
+# torch 2.13 renamed reduce_scatter_tensor and all_gather_into_tensor (now deprecated) to *_single
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 SIZES: dict[str, list[int]] = {
     "quick": [4 * KiB, 64 * KiB, 1 * MiB, 8 * MiB],
     "full": [4 * KiB * 4**k for k in range(10)],  # 4 KiB to 1 GiB
@@ -88,7 +89,7 @@ def buffers(op: str, numel: int, dtype: torch.dtype, rank: int, n: int, device: 
     if op == "all_gather":  # the message is the output; each rank sends one chunk of it
         base = torch.randn(chunk, generator=gen, dtype=torch.float64).to(device)
         src, out = contribution(base, rank, dtype), torch.empty(numel, dtype=dtype, device=device)
-        return Buffers(lambda: dist.all_gather_into_tensor(out, src), out,
+        return Buffers(lambda: _all_gather(out, src), out,
                        lambda: torch.cat([contribution(base, q, dtype).double() for q in range(n)]), lambda: None)
     base = torch.randn(numel, generator=gen, dtype=torch.float64).to(device)
     src = contribution(base, rank, dtype)

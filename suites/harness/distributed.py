@@ -36,6 +36,8 @@ from suites.core.runner import CaseResult, first_line
 from suites.core.timing import Measurement, StopRule, rel_iqr
 
 DEFAULT_TIMEOUT_S = 300.0
+# torch 2.13 renamed all_gather_into_tensor (now deprecated) to all_gather_single
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 # Samples per case on every rank (nccl-tests times 20 iterations after 5 warm-up ones by default).
 SAMPLES = {"quick": 10, "full": 50}
 
@@ -144,7 +146,7 @@ class RankLockstep:
         if len(set(counts)) != 1:
             raise RuntimeError(f"ranks took different numbers of samples {counts}: the stopping rule is not a count")
         everyone = torch.empty(self.world.world_size * mine.numel(), dtype=torch.float64, device=self.device)
-        dist.all_gather_into_tensor(everyone, mine)
+        _all_gather(everyone, mine)
         slowest = everyone.view(self.world.world_size, -1).max(dim=0).values.tolist()
         spread = rel_iqr(slowest)
         return dataclasses.replace(m, samples_s=slowest, rel_iqr=spread, converged=spread <= self.target_rel_iqr)
