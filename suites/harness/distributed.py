@@ -160,15 +160,14 @@ class RankLockstep:
                 workload = case.build(device)
             except Exception as exc:  # shared with the other ranks, then raised again below
                 error = exc
-            outcome = None if error is None else (isinstance(error, Unsupported), first_line(error))
+            unsupported = isinstance(error, Unsupported)
+            outcome = None if error is None else (unsupported, str(error) if unsupported else first_line(error))
             outcomes: list = [None] * self.world.world_size
             dist.all_gather_object(outcomes, outcome)
-            if error is not None:
-                raise error
             failed = [(rank, o) for rank, o in enumerate(outcomes) if o is not None]
-            if failed:
+            if failed:  # every rank records the first failing rank's reason (an OOM's text keeps it an OOM)
                 rank, (unsupported, message) = failed[0]
-                raise (Unsupported if unsupported else RuntimeError)(f"rank {rank}: {message}")
+                raise (Unsupported if unsupported else RuntimeError)(f"rank {rank}: {message}") from error
             self.built = True
             return workload
 
