@@ -26,7 +26,7 @@ from reports.history import slug
 from reports.load import load, output_dir
 from reports.table import axes_of, format_time
 
-FIGURES = ["system", "time", "tflops", "pct_peak", "speedup"]
+FIGURES = ["system", "time", "tflops", "pct_peak", "busbw_gbps", "scaling_efficiency", "speedup"]
 
 
 def systems(frame: pd.DataFrame) -> pd.Series:

@@ -38,7 +38,6 @@ from suites.training.train_step import PEAK_DTYPE, PROFILES, Profile, make_optim
 
 SUITE = "train_step"
 SEED = 0
-NA = "-"  # a lever that does not apply to the strategy
 
 
 @dataclass(frozen=True)
@@ -76,10 +75,10 @@ def setups(profile: str) -> list[tuple[str, str, Setup]]:
         ("bucket_view", "ddp-bucket-view", Setup("ddp", bucket_view=True)),
         ("accum", "ddp-accum4", Setup("ddp", accum=4)),
         ("no_sync", "ddp-accum4-no_sync", Setup("ddp", accum=4, no_sync=True)),
-        ("baseline", "fsdp-fp32", Setup("fsdp")),
-        ("param_dtype", "fsdp-bf16-fp32reduce", Setup("fsdp", param_dtype="bfloat16")),
-        ("reduce_dtype", "fsdp-bf16-bf16reduce", Setup("fsdp", param_dtype="bfloat16", reduce_dtype="bfloat16")),
-        ("reshard", "fsdp-fp32-no-reshard", Setup("fsdp", reshard=False)),
+        ("baseline", "fsdp", Setup("fsdp")),
+        ("param_dtype", "fsdp-bf16params", Setup("fsdp", param_dtype="bfloat16")),
+        ("reduce_dtype", "fsdp-bf16params-bf16reduce", Setup("fsdp", param_dtype="bfloat16", reduce_dtype="bfloat16")),
+        ("reshard", "fsdp-no-reshard", Setup("fsdp", reshard=False)),
     ]
 
 
@@ -163,13 +162,15 @@ def _on_off(flag: bool) -> str:
 
 
 def params(model: str, lever: str, setup: Setup) -> dict[str, str]:
-    ddp, fsdp = setup.strategy == "ddp", setup.strategy == "fsdp"
-    return {"model": model, "lever": lever, "strategy": setup.strategy, "precision": setup.precision,
-            "dtype": PEAK_DTYPE[setup.precision], "accum": str(setup.accum),
-            "bucket_mb": f"{setup.bucket_mb:g}" if ddp else NA,
-            "bucket_view": _on_off(setup.bucket_view) if ddp else NA, "no_sync": _on_off(setup.no_sync) if ddp else NA,
-            "param_dtype": setup.param_dtype if fsdp else NA, "reduce_dtype": setup.reduce_dtype if fsdp else NA,
-            "reshard": _on_off(setup.reshard) if fsdp else NA}
+    """The case's axes; a strategy's levers only where they apply (absent, not a placeholder, elsewhere)."""
+    out = {"model": model, "lever": lever, "strategy": setup.strategy, "precision": setup.precision,
+           "dtype": PEAK_DTYPE[setup.precision], "accum": str(setup.accum)}
+    if setup.strategy == "ddp":
+        out |= {"bucket_mb": f"{setup.bucket_mb:g}", "bucket_view": _on_off(setup.bucket_view),
+                "no_sync": _on_off(setup.no_sync)}
+    if setup.strategy == "fsdp":
+        out |= {"param_dtype": setup.param_dtype, "reduce_dtype": setup.reduce_dtype, "reshard": _on_off(setup.reshard)}
+    return out
 
 
 def cases(profile: str) -> list[Case]:
