@@ -89,6 +89,7 @@ class Trace:
     steps: list[Step]  # sorted by start
     sync_calls: Counter[str]  # synchronizing host calls by name
     sync_us: float  # their total duration
+    rank: int | None = None  # the process group rank the trace names (distributedInfo), where it does
 
 
 def read_trace(path: Path) -> Trace:
@@ -205,7 +206,14 @@ class _Collector:
             steps=sorted(self.steps, key=lambda step: step.start),
             sync_calls=self.sync_calls,
             sync_us=self.sync_us,
+            rank=_rank(metadata.get("distributedInfo")),
         )
+
+
+def _rank(info: Any) -> int | None:
+    """`distributedInfo.rank` of a trace taken in a process group (torch.profiler writes it), else None."""
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
 def _role(category: Any) -> int:

@@ -66,7 +66,8 @@ def observers(config: pytest.Config) -> list[Extension]:
             Path(trace_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise pytest.UsageError(f"--trace-dir {trace_dir}: {exc.strerror or exc}") from None
-        found.append(tracing.TraceExtension(Path(trace_dir)))
+        world = session(config).world
+        found.append(tracing.TraceExtension(Path(trace_dir), None if world is None else world.rank))
     return found
 
 
