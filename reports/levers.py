@@ -26,7 +26,8 @@ class Spec:
     """One comparison: in `group`, cases with `axis` = variant against the same cases with `axis` = baseline.
 
     `figure` is the column compared; `kind` says how the ratio reads: `speedup` (baseline time / variant
-    time), `throughput` (variant / baseline TFLOP/s) or `memory` (variant / baseline bytes). `ignore` lists
+    time), `throughput` (variant / baseline TFLOP/s), `memory` (variant / baseline bytes) or `state` (variant /
+    baseline bytes per parameter). `ignore` lists
     axes that change together with this one (an odd shape has another `shape` string than its aligned twin).
     A baseline or variant of None means the axis's off-like value (off, none, false) or its other value.
     `layers` keeps only rows whose `layer` matches this regex (conv: the 3x3 layers, aligned or not).
@@ -87,7 +88,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("host sync per step", "train_step", "sync", "none", "item"),
     Spec("DDP bucket size", "train_step", "bucket_mb", "25", None),
     Spec("DDP gradient as bucket view", "train_step", "bucket_view", "off", "on"),
-    Spec("DDP gradient as bucket view", "train_step", "bucket_view", "off", "on", "bytes_per_param", "memory"),
+    Spec("DDP gradient as bucket view", "train_step", "bucket_view", "off", "on", "bytes_per_param", "state"),
     Spec("DDP no_sync while accumulating", "train_step", "no_sync", "off", "on"),
     Spec("FSDP param dtype", "train_step", "param_dtype", "float32", "bfloat16", ignore=("precision", "dtype")),
     Spec("FSDP reduce dtype", "train_step", "reduce_dtype", "float32", "bfloat16"),
@@ -96,7 +97,8 @@ SPECS: tuple[Spec, ...] = (
 # Training-step strategies that hold the state of several ranks (their bytes per parameter are per rank).
 DISTRIBUTED = ("ddp", "fsdp")
 READING = {"speedup": "speed-up (baseline time / time)", "throughput": "TFLOP/s ratio (variant / baseline)",
-           "memory": "peak memory ratio (variant / baseline)"}
+           "memory": "peak memory ratio (variant / baseline)",
+           "state": "bytes per parameter ratio (variant / baseline)"}
 
 
 def _param_names(rows: pd.DataFrame) -> list[str]:
