@@ -85,8 +85,9 @@ slow = pytest.mark.slow  # each runs torchrun with 2 processes
 @slow
 def test_one_json_with_every_collective_checked(collectives_run):
     data = collectives_run["json"]
-    assert data["machine_info"]["distributed"] | {"hosts": None} == {
-        "world_size": 2, "nodes": 1, "ranks_per_node": 2, "backend": "gloo", "hosts": None}
+    assert data["machine_info"]["distributed"] | {"hosts": None, "ranks": None} == {
+        "world_size": 2, "nodes": 1, "ranks_per_node": 2, "backend": "gloo", "hosts": None, "ranks": None}
+    assert [r["device"] for r in data["machine_info"]["distributed"]["ranks"]] == ["cpu", "cpu"]
     found = {(b["params"]["op"], b["params"]["dtype"], b["params"]["size"]) for b in data["benchmarks"]}
     assert found == {(op, dt, size) for op in collectives.OPS for dt in ("float32", "bfloat16")
                      for size in ("4KiB", "64KiB")}

@@ -53,6 +53,7 @@ class World:
     nodes: int
     backend: str
     hosts: tuple[str, ...]  # the host of every rank, by rank
+    ranks: tuple[dict, ...] = ()  # every rank's host, device and GPU (name, UUID, memory), by rank
 
     def extra_info(self) -> dict:
         return {"world_size": self.world_size, "ranks_per_node": self.local_world_size, "nodes": self.nodes}
@@ -80,11 +81,16 @@ def join(device: torch.device, timeout_s: float) -> World:
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s),
                             device_id=device if device.type == "cuda" else None)
-    hosts: list[str | None] = [None] * dist.get_world_size()
-    dist.all_gather_object(hosts, socket.gethostname())
+    mine = {"host": socket.gethostname(), "device": str(device)}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        mine |= {"gpu": props.name, "uuid": str(getattr(props, "uuid", "")), "memory_bytes": props.total_memory}
+    ranks: list[dict | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(ranks, mine)
+    hosts = [str(r["host"]) for r in ranks]
     local = int(os.environ.get("LOCAL_WORLD_SIZE", hosts.count(hosts[dist.get_rank()])))
     return World(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), local,
-                 len(set(hosts)), backend, tuple(str(h) for h in hosts))
+                 len(set(hosts)), backend, tuple(hosts), tuple(ranks))
 
 
 def leave() -> None:
@@ -196,9 +202,10 @@ class RankLockstep:
 
 
 def machine_info(world: World, device: torch.device) -> dict:
-    """The run as one machine: world size, nodes, hosts, backend, NCCL version and the GPU topology."""
+    """The run as one machine: world size, nodes, hosts, every rank's device, backend, NCCL version and this
+    node's GPU topology. (Each case's `rank_telemetry` holds every rank's telemetry during the case.)"""
     info: dict = {"world_size": world.world_size, "nodes": world.nodes, "ranks_per_node": world.local_world_size,
-                  "backend": world.backend, "hosts": sorted(set(world.hosts))}
+                  "backend": world.backend, "hosts": sorted(set(world.hosts)), "ranks": list(world.ranks)}
     if device.type == "cuda":
         info["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
         if topology := gpu_topology():
