@@ -80,13 +80,12 @@ def from_config(config: pytest.Config) -> BenchSession:
         device = devices.resolve(config.getoption("bench_device"))
     except devices.DeviceError as exc:
         raise pytest.UsageError(str(exc)) from None
-    world = None
-    if distributed.launched():
+    launched = distributed.launched()  # under torchrun: rank r on cuda:LOCAL_RANK, in the process group
+    if launched:
         device = distributed.local_device(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
-    if distributed.launched():
-        world = distributed.join(device, config.getoption("dist_timeout_s"))
+    world = distributed.join(device, config.getoption("dist_timeout_s")) if launched else None
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
                         world=world)
 
