@@ -138,3 +138,12 @@ def test_a_hanging_rank_times_out_instead_of_hanging():
     assert proc.returncode != 0
     assert "rank 0: failing/loop:" in proc.stdout + proc.stderr
     assert time.monotonic() - start < 120
+
+
+@slow
+def test_ranks_that_collect_other_cases_stop_before_measuring():
+    proc = _torchrun("tests/data/distributed/ranks_failing.py", env={"RANKS_FAILING_MODE": "collect"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "collected other cases than rank" in out and "failing/extra" in out
+    assert "benchmark 'failing'" not in out  # nothing was measured

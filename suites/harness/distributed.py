@@ -54,6 +54,7 @@ class World:
     backend: str
     hosts: tuple[str, ...]  # the host of every rank, by rank
     ranks: tuple[dict, ...] = ()  # every rank's host, device and GPU (name, UUID, memory), by rank
+    timeout_s: float = DEFAULT_TIMEOUT_S  # of the process group, and of each barrier
 
     def extra_info(self) -> dict:
         return {"world_size": self.world_size, "ranks_per_node": self.local_world_size, "nodes": self.nodes}
@@ -90,7 +91,7 @@ def join(device: torch.device, timeout_s: float) -> World:
     hosts = [str(r["host"]) for r in ranks]
     local = int(os.environ.get("LOCAL_WORLD_SIZE", hosts.count(hosts[dist.get_rank()])))
     return World(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), local,
-                 len(set(hosts)), backend, tuple(hosts), tuple(ranks))
+                 len(set(hosts)), backend, tuple(hosts), tuple(ranks), timeout_s)
 
 
 def leave() -> None:
@@ -138,10 +139,9 @@ class RankLockstep:
         self.own_median_s: float | None = None
 
     def before_sample(self) -> None:
-        if self.device.type == "cuda":
-            dist.barrier(device_ids=[self.device.index])
-        else:
-            dist.barrier()
+        """Every rank starts the sample together (NCCL's barrier blocks the host until it completes)."""
+        timeout = datetime.timedelta(seconds=self.world.timeout_s)
+        dist.barrier(device_ids=[self.device.index] if self.device.type == "cuda" else None, timeout=timeout)
 
     def reduce(self, m: Measurement) -> Measurement:
         """Sample i becomes the slowest rank's sample i; `converged` is judged on those against the profile."""

@@ -11,7 +11,8 @@ import torch.distributed as dist
 from suites.core.cases import Case, Unsupported, Workload
 
 RANK = int(os.environ.get("RANK", "0"))
-# `hang`: rank 1 stops answering inside the timed loop; otherwise it raises there.
+# `hang`: rank 1 stops answering inside the timed loop; `collect`: rank 1 collects one case more; otherwise rank 1
+# raises inside the timed loop.
 MODE = os.environ.get("RANKS_FAILING_MODE", "raise")
 
 
@@ -41,6 +42,8 @@ def build_breaks_in_loop(device):
 
 CASES = [Case("failing", f"failing/{name}", {"name": name}, build)
          for name, build in (("build", build_fails_on_rank_1), ("ok", build_ok), ("loop", build_breaks_in_loop))]
+if MODE == "collect" and RANK == 1:
+    CASES.insert(1, Case("failing", "failing/extra", {"name": "extra"}, build_ok))
 
 
 def pytest_generate_tests(metafunc):
