@@ -147,3 +147,25 @@ def test_ranks_that_collect_other_cases_stop_before_measuring():
     assert proc.returncode != 0
     assert "collected other cases than rank" in out and "failing/extra" in out
     assert "benchmark 'failing'" not in out  # nothing was measured
+
+
+@slow
+def test_ddp_and_fsdp_steps_with_bytes_per_param_per_rank(tmp_path):
+    """FSDP's 2 ranks each hold half of the 16 bytes per parameter that one rank (and DDP with gradient views)
+    holds; the scaling efficiency divides by the local reference measured earlier in the same run."""
+    out = tmp_path / "t.json"
+    proc = _torchrun("bench/test_train_step_distributed.py", "--benchmark-only", "--bench-profile", "quick",
+                     "-k", "(local and not accum) or bucket-view or (fsdp and not bf16 and not reshard)",
+                     f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    found = {b["params"]["lever"] + "/" + b["params"]["strategy"]: b["extra_info"]
+             for b in json.loads(out.read_text())["benchmarks"]}
+    assert set(found) == {"baseline/local", "bucket_view/ddp", "baseline/fsdp"}
+    local, ddp, fsdp = found["baseline/local"], found["bucket_view/ddp"], found["baseline/fsdp"]
+    assert local["bytes_per_param"] == pytest.approx(16, rel=1e-3)
+    assert ddp["bytes_per_param"] == pytest.approx(16, rel=1e-3)
+    assert fsdp["bytes_per_param"] == pytest.approx(local["bytes_per_param"] / 2, rel=1e-3)
+    for info in (ddp, fsdp):
+        assert info["tokens_per_s"] == pytest.approx(2 * info["tokens_per_s_per_rank"])
+        assert info["scaling_efficiency"] == pytest.approx(local["step_wall_s"] / info["step_wall_s"])
+    assert "scaling_efficiency" not in local
