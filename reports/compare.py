@@ -12,6 +12,11 @@ interval lies below 1 / (1 + threshold) and the test is significant; `same`: the
 `unsure`: everything else: the ratio is outside the band but the samples cannot show that the change reaches
 the threshold (too few, too noisy), or either run did not converge, was throttled, or has no raw samples.
 So `slower` means "at least threshold slower, with 95 % confidence", and an `unsure` case never fails CI.
+Throttled means what makes a timing untrustworthy (thermal or hardware slowdown, power brake; see
+suites/observers/telemetry.py); running at the power cap is the normal state of a busy GPU and is not doubt. Where
+the median SM clock of the two runs differs by `CLOCK_NOTE_PCT` or more, the verdict's note says so: a change of
+clock explains a change of time. Correctness experiments (`stop_reason` `once`) are not speed figures and get no
+verdict.
 (On this 2-core CPU shared with other jobs, two back-to-back runs differed by +5.4 % [+2.4 %, +13 %] on one
 case with fully separated samples: a rank test alone would have failed CI on noise.) Cases measured in one
 run only are listed as added or removed (with the status, e.g. oom, that replaced a removed case's timing).
@@ -34,6 +39,7 @@ from reports.table import format_time
 VERDICTS = ("slower", "faster", "unsure", "same")
 DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_ALPHA = 0.01  # many cases are tested per run: a strict level keeps false alarms rare
+CLOCK_NOTE_PCT = 3.0  # a difference of median SM clock that can explain a change of time of the same order
 
 
 @dataclass
@@ -115,6 +121,15 @@ def _doubt(base: pd.Series, cand: pd.Series) -> str:
     return ", ".join(reasons)
 
 
+def clock_note(base: pd.Series, cand: pd.Series) -> str:
+    """`SM clock 1980 -> 1755 MHz (-11.4 %)` where both runs have a median SM clock and it moved enough to matter."""
+    b, c = base.get("sm_clock_mhz"), cand.get("sm_clock_mhz")
+    if not isinstance(b, int | float) or not isinstance(c, int | float) or not b > 0 or not np.isfinite(c):
+        return ""
+    change = (c / b - 1) * 100
+    return f"SM clock {b:.0f} -> {c:.0f} MHz ({change:+.1f} %)" if abs(change) >= CLOCK_NOTE_PCT else ""
+
+
 def decide(base: pd.Series, cand: pd.Series, threshold_pct: float, alpha: float = DEFAULT_ALPHA) -> Verdict:
     """The verdict for one case measured in both runs (see the module docstring for the rule)."""
     limit = 1 + threshold_pct / 100
@@ -141,6 +156,7 @@ def decide(base: pd.Series, cand: pd.Series, threshold_pct: float, alpha: float 
                        f"{len(cand['samples_s'])} samples)"
     else:
         verdict.note = f"the 95 % interval reaches inside the {threshold_pct:g} % threshold"
+    verdict.note = "; ".join(note for note in (verdict.note, clock_note(base, cand)) if note)
     return verdict
 
 
@@ -149,7 +165,12 @@ def _one_run(frame: pd.DataFrame, label: str) -> pd.DataFrame:
     files = frame["file"].unique()
     if len(files) != 1:
         raise InputError(f"{label}: expected one result file, got {len(files)} runs")
-    return frame[frame["median_s"].notna()].set_index("case", drop=False) if "median_s" in frame else frame.iloc[:0]
+    if "median_s" not in frame:
+        return frame.iloc[:0]
+    timed = frame["median_s"].notna()
+    if "stop_reason" in frame:
+        timed &= frame["stop_reason"] != "once"  # correctness experiments: not speed figures
+    return frame[timed].set_index("case", drop=False)
 
 
 def check_devices(base: pd.DataFrame, cand: pd.DataFrame, allow: bool) -> None:

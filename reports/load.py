@@ -127,8 +127,11 @@ def _row(run: dict, bench: dict, measured: bool) -> dict:
         if key not in ("case", "status"):
             row[key if key not in row else f"extra_{key}"] = value
     telemetry = extra.get("telemetry")
-    if isinstance(telemetry, dict) and "throttled" in telemetry:
-        row["throttled"] = bool(telemetry["throttled"])
+    if isinstance(telemetry, dict):
+        if "throttled" in telemetry:
+            row["throttled"] = bool(telemetry["throttled"])
+        if isinstance(telemetry.get("sm_clock_median_mhz"), int | float):
+            row["sm_clock_mhz"] = float(telemetry["sm_clock_median_mhz"])
     stats = bench.get("stats") if isinstance(bench.get("stats"), dict) else {}
     for key, column in STAT_COLUMNS.items():
         if isinstance(stats.get(key), int | float):

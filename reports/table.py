@@ -11,9 +11,9 @@ from reports.load import load
 
 # A suite's axes are its cases' params (in the order the cases name them), then the figures below that the
 # group has; absent columns are left out, never filled in.
-FIGURES = ["world_size", "time", "tflops", "pct_peak", "gbps", "algbw_gbps", "busbw_gbps", "samples_per_s",
-           "tokens_per_s", "scaling_efficiency", "mfu", "peak_mem_bytes", "bytes_per_param", "error_rel", "converged",
-           "rel_iqr", "status"]
+FIGURES = ["world_size", "time", "enqueue", "host_bound", "busy", "tflops", "pct_peak", "gbps", "algbw_gbps",
+           "busbw_gbps", "samples_per_s", "tokens_per_s", "scaling_efficiency", "mfu", "peak_mem_bytes",
+           "bytes_per_param", "error_rel", "stop_reason", "rel_iqr", "status"]
 
 
 def axes_of(frame: pd.DataFrame) -> list[str]:
@@ -39,10 +39,15 @@ def format_time(seconds: float) -> str:
 
 
 def group_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The columns worth showing for one group: its axes, median device time, and figures."""
+    """The columns worth showing for one group: its axes, the median time (device time of an op, wall time of a
+    step), the host's enqueue time and whether the host was the bottleneck, and figures."""
     out = frame.copy()
     if "median_s" in out:
         out["time"] = out["median_s"].map(format_time)
+    if "enqueue_s" in out:
+        out["enqueue"] = out["enqueue_s"].map(format_time)  # host time to issue one call (or step)
+    if "device_busy_share" in out:
+        out["busy"] = out["device_busy_share"]  # share of a step's wall time the device worked
     axes = axes_of(out)
     figures = [c for c in FIGURES if c in out and out[c].notna().any()]
     table = out[axes + figures].astype(object)

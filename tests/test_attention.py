@@ -104,6 +104,14 @@ def test_probe_reports_torchs_warnings_and_error_as_the_reason():
                                  "requires sm80 or newer; No available kernel. Aborting execution.")
 
 
+def test_a_cudnn_backend_without_an_execution_plan_is_unsupported_not_an_error():
+    def run():
+        raise RuntimeError("cuDNN Frontend error: [cudnn_frontend] Error: No valid execution plans built.")
+
+    with pytest.raises(Unsupported, match="sdpa_kernel\\(cudnn\\): cuDNN Frontend error"):
+        attention.probe("cudnn", run)
+
+
 def test_probe_lets_other_errors_through():
     def run():
         raise RuntimeError("shape mismatch")
@@ -129,10 +137,10 @@ def test_quick_memory_sweep_naive_grows_4x_and_flash_2x_per_doubling():
 
 @pytest.mark.slow
 def test_gpu_check_selection_picks_the_bf16_hd128_flash_and_naive_cases():
-    from suites.checks.gpu_check import PYTEST_RUNS
+    from suites.checks.gpu_check import STEPS
 
-    run = next(r for r in PYTEST_RUNS if r.name == "attention")
-    proc = subprocess.run([sys.executable, "-m", "pytest", *run.args, "--collect-only", "-q", "--device", "cpu",
+    args = next(s for s in STEPS if s.name == "attention").plans["cuda"].pytest_args
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "--device", "cpu",
                            "--bench-profile", "full", "-p", "no:cacheprovider"], capture_output=True, text=True,
                           cwd=ROOT)
     ids = [line for line in proc.stdout.splitlines() if "::test_attention[" in line]

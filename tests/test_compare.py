@@ -12,6 +12,7 @@ from reports.__main__ import main
 from reports.compare import compare, decide, parse_group_thresholds
 from reports.errors import InputError
 from reports.load import load
+from suites.observers.telemetry import Sample, summarize
 from tests.resultfiles import DATA, RUN_A, RUN_B, converged_case, measured, read, scaled, write
 
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"  # real run on the same CPU with OMP_NUM_THREADS=1
@@ -159,3 +160,35 @@ def test_runs_with_a_million_samples_compare_in_bounded_time_and_memory(tmp_path
     result = compare(load([write(base, tmp_path / "a.json")]), load([write(cand, tmp_path / "b.json")]))
     (verdict,) = result.verdicts
     assert verdict.verdict == "slower" and 1.15 < verdict.ci_low < verdict.ci_high < 1.25
+
+
+def _with_telemetry(data: dict, case: str, clock_mhz: float, mask: int) -> dict:
+    """The case's entry carries the summary `suites.observers.telemetry` makes of samples at this clock and mask."""
+    samples = [Sample(t_s=i * 0.02, power_w=700.0, sm_clock_mhz=clock_mhz, reasons=mask) for i in range(10)]
+    entry = next(e for e in measured(data) if e["extra_info"]["case"] == case)
+    entry["extra_info"]["telemetry"] = summarize(samples, None)
+    return data
+
+
+def test_a_case_at_the_power_cap_keeps_its_verdict_and_a_clock_change_is_named(tmp_path):
+    data = read(RUN_A)
+    case = converged_case(data)
+    base = write(_with_telemetry(read(RUN_A), case, 1980, 0x4), tmp_path / "base.json")
+    slower = _with_telemetry(scaled(data, case, 1.5), case, 1410, 0x4)  # sw_power_cap alone
+    verdict = next(v for v in compare(load([base]), load([write(slower, tmp_path / "c.json")])).verdicts
+                   if v.case == case)
+    assert verdict.verdict == "slower"
+    assert "SM clock 1980 -> 1410 MHz (-28.8 %)" in verdict.note
+    hot = _with_telemetry(scaled(read(RUN_A), case, 1.5), case, 1410, 0x4 | 0x40)  # and hw_thermal_slowdown
+    verdict = next(v for v in compare(load([base]), load([write(hot, tmp_path / "hot.json")])).verdicts
+                   if v.case == case)
+    assert verdict.verdict == "unsure" and "candidate throttled" in verdict.note
+
+
+def test_correctness_experiments_run_once_get_no_verdict(tmp_path):
+    data = read(RUN_A)
+    case = converged_case(data)
+    next(e for e in measured(data) if e["extra_info"]["case"] == case)["extra_info"]["stop_reason"] = "once"
+    base, cand = write(data, tmp_path / "a.json"), write(scaled(data, case, 3.0), tmp_path / "b.json")
+    result = compare(load([base]), load([cand]))
+    assert case not in {v.case for v in result.verdicts} and not result.regressed

@@ -141,10 +141,10 @@ def test_gpu_check_selection_picks_the_3x3_layers_at_56():
     import sys
     from pathlib import Path
 
-    from suites.checks.gpu_check import PYTEST_RUNS
+    from suites.checks.gpu_check import STEPS
 
-    run = next(r for r in PYTEST_RUNS if r.name == "conv")
-    proc = subprocess.run([sys.executable, "-m", "pytest", *run.args, "--collect-only", "-q", "--device", "cpu",
+    args = next(s for s in STEPS if s.name == "conv").plans["cuda"].pytest_args
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "--device", "cpu",
                            "--bench-profile", "full", "-p", "no:cacheprovider"], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1])
     ids = [line.split("[")[1] for line in proc.stdout.splitlines() if "::test_conv[" in line]

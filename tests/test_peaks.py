@@ -26,8 +26,9 @@ def test_memory_bandwidth_from_clock_and_bus_width():
 
 
 def test_h200_as_nvml_reports_it_is_known_with_both_figures():
-    # NVML reports the 1980 MHz maximum SM clock; the datasheet rates the tensor cores at 1830 MHz.
-    device = GpuSpec((9, 0), 132, 1980, 139.8, memory_clock_mhz=3201, bus_width_bits=6144)
+    # NVML reports the 1980 MHz maximum SM clock and the 700 W default power limit of the SXM board; the datasheet
+    # rates the tensor cores at 1830 MHz.
+    device = GpuSpec((9, 0), 132, 1980, 139.8, memory_clock_mhz=3201, bus_width_bits=6144, board_power_w=700)
     peak = peak_flops(device, "bfloat16")
     assert peak.value / 1e12 == pytest.approx(989.4)
     assert "H200" in peak.source
@@ -52,3 +53,20 @@ def test_unknown_architecture_says_so_instead_of_guessing():
     peak = peak_flops(GpuSpec((12, 1), 48, 2500, 16.0), "bfloat16")
     assert peak.value is None
     assert peak.source.startswith("unknown")
+
+
+def test_nvl_and_sxm_boards_of_one_die_are_told_apart_by_board_power():
+    nvl = GpuSpec((9, 0), 132, 1785, 139.8, board_power_w=600)
+    assert peak_flops(nvl, "bfloat16").value / 1e12 == pytest.approx(835.5)
+    assert "H200 NVL" in peak_flops(nvl, "bfloat16").source
+    h100_nvl = GpuSpec((9, 0), 132, 1785, 87.5, board_power_w=400)
+    assert "H100 NVL" in peak_flops(h100_nvl, "float8_e4m3fn").source
+    sxm = GpuSpec((9, 0), 132, 1980, 139.8, board_power_w=700)
+    assert peak_flops(sxm, "bfloat16").value / 1e12 == pytest.approx(989.4)
+
+
+def test_an_h200_of_unknown_board_power_takes_no_datasheet_row():
+    unknown = GpuSpec((9, 0), 132, 1980, 139.8)
+    peak = peak_flops(unknown, "bfloat16")
+    assert peak.vendor is None and peak.value == peak.derived
+    assert "ambiguous (H200 SXM or H200 NVL" in peak.source

@@ -1,12 +1,17 @@
 """Running a case: failures become recorded results and the next case still runs."""
 
 import contextlib
+from pathlib import Path
 
+import pytest
 import torch
 
+from reports.trace.events import read_trace
+from reports.trace.summary import summarize_trace
 from suites.core.cases import Case, Unsupported, Workload
-from suites.core.runner import Extension, is_oom, requested_bytes, run_case
-from suites.core.timing import StopRule
+from suites.core.runner import Extension, above_peak_bandwidth, host_bound_step, is_oom, requested_bytes, run_case
+from suites.core.timing import STOP_REASONS, StopRule
+from suites.observers.busy import busy_seconds_per_call
 from suites.ops import matmul
 
 CPU = torch.device("cpu")
@@ -119,3 +124,54 @@ def test_extensions_add_fields_without_touching_the_measurement():
     ext = Counting()
     info = run_case(SMALL, CPU, RULE, extensions=[ext]).extra_info
     assert info["observed"] == SMALL.id and info["after"] is True and ext.calls == 1
+
+
+def test_an_op_records_its_device_time_the_hosts_enqueue_time_and_why_sampling_stopped():
+    info = run_case(SMALL, CPU, RULE).extra_info
+    assert info["device_s"] > 0 and 0 < info["enqueue_s"] <= info["device_s"] * 1.01
+    assert info["host_bound"] is False  # a CPU runs what it issues: never behind itself
+    assert info["stop_reason"] in STOP_REASONS and info["converged"] == (info["stop_reason"] != "timeout")
+    assert "step_wall_s" not in info
+
+
+def test_a_check_runs_once_in_its_build_and_is_labelled_so():
+    calls = []
+
+    def build(device):
+        calls.append(1)
+        return Workload(fn=lambda: calls.append("sampled"), extra_info={"figure": 42})
+
+    case = Case(suite="numerics", id="numerics/once", params={}, build=build, kind="check")
+    result = run_case(case, CPU, RULE)
+    assert calls == [1]  # never sampled under the stopping rule
+    info = result.extra_info
+    assert (info["stop_reason"], info["timer"], info["figure"]) == ("once", "wall", 42)
+    assert not {"converged", "rel_iqr", "enqueue_s", "host_bound", "device_s"} & set(info)
+    assert len(result.measurement.samples_s) == 1
+
+
+def test_a_step_is_host_bound_when_its_device_sat_idle_for_much_of_it():
+    assert host_bound_step({"step_wall_s": 0.010, "device_busy_s": 0.0095}) == {
+        "device_busy_share": pytest.approx(0.95), "host_bound": False}
+    assert host_bound_step({"step_wall_s": 0.010, "device_busy_s": 0.004})["host_bound"] is True
+    assert host_bound_step({"step_wall_s": 0.010}) == {}  # no busy time measured (a CPU): nothing claimed
+
+
+def test_bytes_moved_faster_than_memory_can_serve_them_are_called_a_cache_figure():
+    flagged = above_peak_bandwidth({"gbps": 9000.0, "notes": ["earlier"]}, peak_gbps=4800.0)
+    assert flagged["gbps_above_peak"] is True and flagged["notes"][0] == "earlier"
+    assert "served from cache" in flagged["notes"][1]
+    assert above_peak_bandwidth({"gbps": 3000.0}, peak_gbps=4800.0) == {}
+    assert above_peak_bandwidth({"gbps": 9000.0}, peak_gbps=None) == {}
+
+
+def test_the_busy_time_of_a_step_comes_from_a_real_trace():
+    trace = Path(__file__).resolve().parents[2] / "shared" / "traces" / "ns_resolution_trace.json.gz"
+    if not trace.exists():
+        pytest.skip(f"{trace} is absent (the shared traces are laid beside the checkout)")
+    summary = summarize_trace(read_trace(trace))
+    busy = busy_seconds_per_call(trace, calls=len(summary.steps))
+    device = summary.devices[0].overall
+    assert 0 < busy * len(summary.steps) * 1e6 == pytest.approx(device.busy_us)
+    assert device.busy_us <= device.span_us
+    assert busy_seconds_per_call(trace.with_name("cpu_only.json.gz")) is None

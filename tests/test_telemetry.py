@@ -67,10 +67,18 @@ def test_summary_of_a_power_capped_window():
     assert out["sm_clock_min_mhz"] == 1755 and out["sm_clock_median_mhz"] == 1905.0
     assert out["temp_max_c"] == 53
     assert out["nvml_used_bytes"] == 80_000_000_000 + 3 * 2**20
-    assert out["throttled"] is True and out["throttle_reasons"] == ["sw_power_cap"]
+    # the power cap is the normal state of a busy GPU: recorded, not a doubt
+    assert out["throttled"] is False and out["throttle_reasons"] == []
     assert out["clock_event_reasons"] == ["gpu_idle", "sw_power_cap"]
-    assert out["throttled_sample_share"] == 0.5
+    assert out["throttled_sample_share"] == 0.0 and out["power_capped_share"] == 0.5
     assert (out["energy_j"], out["energy_method"]) == (pytest.approx(35.7), "energy_counter")
+
+
+def test_a_thermal_slowdown_makes_a_case_doubtful_and_the_power_cap_beside_it_does_not():
+    out = summarize(_samples([POWER_CAP, POWER_CAP | HOT, POWER_CAP, 0x80]), None)
+    assert out["throttled"] is True
+    assert out["throttle_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake"]
+    assert out["throttled_sample_share"] == 0.5 and out["power_capped_share"] == 0.75
 
 
 def test_idle_and_applications_clocks_are_not_throttling():
@@ -230,7 +238,8 @@ def test_a_window_shorter_than_a_counter_step_is_stretched_until_it_steps():
     telemetry = fields["telemetry"]
     assert telemetry["energy_method"] == "energy_counter_stretched"
     assert telemetry["energy_j"] == 5.0 and telemetry["energy_window_s"] > 0.005
-    assert telemetry["power_mean_w"] == 612.0 and telemetry["throttle_reasons"] == ["sw_power_cap"]
+    assert telemetry["power_mean_w"] == 612.0 and telemetry["clock_event_reasons"] == ["sw_power_cap"]
+    assert telemetry["throttle_reasons"] == [] and telemetry["power_capped_share"] == 1.0
     assert telemetry["samples"] >= 1
 
 

@@ -69,10 +69,10 @@ def flash_vs_naive(out: Path) -> list[Row]:
     return rows
 
 
-def flash_do_bench(out: Path) -> list[Row]:
+def flash_do_bench(out: Path, device: torch.device) -> list[Row]:
     """The flash forward's TFLOP/s from our core (L2 flushed, as do_bench does) against triton.testing.do_bench."""
     case = next(c for c in attention.cases("full") if c.id == DO_BENCH_CASE)
-    r = ours_vs_do_bench(case, torch.device("cuda"))
+    r = ours_vs_do_bench(case, device)
     theirs = case.flops / r["do_bench_s"] / 1e12
     hot = case.flops / r["ours_hot_s"] / 1e12
     return [Row("attention flash fwd vs do_bench", case.params["shape"],

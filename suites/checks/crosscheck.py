@@ -7,16 +7,13 @@ per case; agreement within a few percent is the evidence that the measurement co
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.utils.benchmark as tub
 from tabulate import tabulate
 
-from suites.checks.gpu_check import Row
 from suites.core.cases import Case
 from suites.core.precision import float32_mode
 from suites.core.timing import StopRule, measure
@@ -57,22 +54,6 @@ def ours_vs_do_bench(case: Case, device: torch.device, rule: StopRule = CROSSCHE
     return {"case": case.id, "ours_cold_s": cold.median_s, "ours_hot_s": hot.median_s,
             "do_bench_s": theirs_ms / 1e3, "ratio": cold.median_s / (theirs_ms / 1e3),
             "tflops": case.flops / cold.median_s / 1e12}
-
-
-def matmul_do_bench_check(out: Path) -> list[Row]:
-    """gpu_check: the best bf16 matmul of the full run against triton.testing.do_bench on the same shape."""
-    results = json.loads((out / "matmul.json").read_text())["benchmarks"]
-    bf16 = [b for b in results if b["params"]["dtype"] == "bfloat16" and b["extra_info"]["status"] == "ok"]
-    best = max(bf16, key=lambda b: b["extra_info"]["tflops"])
-    case = next(c for c in matmul.cases("full") if c.id == best["extra_info"]["case"])
-    r = ours_vs_do_bench(case, torch.device("cuda"))
-    peak = best["extra_info"].get("pct_peak")
-    return [
-        Row("matmul best bf16", case.id, f"{best['extra_info']['tflops']:.1f} TFLOP/s, {peak:.1f} % of peak"
-            if peak else f"{best['extra_info']['tflops']:.1f} TFLOP/s", "", None),
-        Row("matmul vs do_bench", "cold median ratio", f"{r['ratio']:.3f} (do_bench {r['do_bench_s'] * 1e6:.1f} us,"
-            f" ours hot {r['ours_hot_s'] * 1e6:.1f} us)", "within 3 %", abs(r["ratio"] - 1) <= 0.03),
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from suites.checks.gpu_check import Row
 TELEMETRY_FIGURES = ("power_mean_w", "power_max_w", "energy_j", "sm_clock_min_mhz", "sm_clock_median_mhz",
                      "temp_max_c")
 TRACE_DTYPES = ("bfloat16", "tf32", "float32")
-SAMPLER_TOOL = Path(__file__).resolve().parents[1] / "tools" / "bench_sampler_cost.py"
+SAMPLER_TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench_sampler_cost.py"
 
 
 def _benchmarks(path: Path, check: str) -> tuple[dict | None, list[Row]]:
@@ -86,7 +86,7 @@ def telemetry_of_run(out: Path) -> list[Row]:
     return rows
 
 
-def sampler_cost(out: Path) -> list[Row]:
+def sampler_cost(out: Path, device: object) -> list[Row]:
     """tools/bench_sampler_cost.py: a ~10 ms matmul with sampling on and off."""
     path = out / "sampler_cost.json"
     proc = subprocess.run([sys.executable, str(SAMPLER_TOOL), "--json", str(path)], capture_output=True, text=True)

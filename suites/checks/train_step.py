@@ -1,8 +1,9 @@
 """gpu_check rows for the training-step suite: GPT-2 124M steps per second and MFU in four precisions, compile off
 and on, and the measured AdamW bytes per parameter.
 
-`gpt2_grid` reads `train_step.json`, written by gpu_check's pytest run `train_step` (the full profile's GPT-2 124M
-baseline and precision cases), and gives one row per precision and compile setting.
+`gpt2_grid` reads the JSON of gpu_check's `train_step` step (the full profile's GPT-2 124M baseline and precision
+cases, eager, and bf16 compiled), and of `train_step_compiled` (the other precisions compiled) when that step ran,
+and gives one row per precision and compile setting found in them.
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ MODEL = "gpt2-124m"
 BYTES_PER_PARAM_RANGE = (14.0, 20.0)
 
 
-def _entries(path: Path) -> list[dict]:
-    data = json.loads(path.read_text())
-    return data["benchmarks"] + data.get("not_measured", [])
+def _entries(out: Path) -> list[dict]:
+    """The measured and not-measured entries of every train_step JSON in `out`."""
+    found = []
+    for path in sorted(out.glob("train_step*.json")):
+        data = json.loads(path.read_text())
+        found += data["benchmarks"] + data.get("not_measured", [])
+    return found
 
 
 def _grid_entry(entries: list[dict], precision: str, compiled: bool) -> dict | None:
@@ -31,10 +36,8 @@ def _grid_entry(entries: list[dict], precision: str, compiled: bool) -> dict | N
     return None
 
 
-def describe(entry: dict | None) -> tuple[str, bool]:
+def describe(entry: dict) -> tuple[str, bool]:
     """The value and verdict of one grid row: steps/s, tokens/s, MFU (formula and counted), compile seconds."""
-    if entry is None:
-        return "case missing from train_step.json", False
     info = entry["extra_info"]
     if info.get("status") != "ok":
         return f"{info.get('status')}: {info.get('reason')}", False
@@ -51,15 +54,17 @@ def describe(entry: dict | None) -> tuple[str, bool]:
 
 
 def gpt2_grid(out: Path) -> list[Row]:
-    """One row per precision x compile for GPT-2 124M, then the measured bytes/param of the bf16 baseline."""
-    path = out / "train_step.json"
-    if not path.exists():
-        return [Row("train_step GPT-2 124M", "train_step.json not written", "run left out or failed", "", None)]
-    entries = _entries(path)
+    """One row per precision x compile of GPT-2 124M that the check ran, then the bf16 baseline's bytes/param."""
+    entries = _entries(out)
+    if not entries:
+        return [Row("train_step GPT-2 124M", "no train_step JSON written", "run left out or failed", "", None)]
     rows = []
     for precision in PRECISIONS:
         for compiled in (False, True):
-            value, ok = describe(_grid_entry(entries, precision, compiled))
+            entry = _grid_entry(entries, precision, compiled)
+            if entry is None:
+                continue
+            value, ok = describe(entry)
             rows.append(Row("train_step GPT-2 124M", f"{precision} compile {'on' if compiled else 'off'}", value,
                             "0 < MFU < 1", ok))
     base = _grid_entry(entries, "amp_bf16", False)
@@ -71,3 +76,22 @@ def gpt2_grid(out: Path) -> list[Row]:
                         f"step peak {info.get('step_peak_alloc_bytes', 0) / 2**30:.1f} GiB",
                         "16-18 rule, 14-20", low <= info["bytes_per_param"] <= high))
     return rows
+
+
+def steps_and_hosts(out: Path) -> list[Row]:
+    """Every measured step of the run: wall time per step, the device's busy share and whether it was host-bound.
+
+    Reads whichever train_step JSON the step wrote (`train_step.json` or `train_step_compiled.json`)."""
+    rows = []
+    for path in sorted(out.glob("train_step*.json")):
+        for entry in json.loads(path.read_text())["benchmarks"]:
+            info = entry["extra_info"]
+            if "step_wall_s" not in info:
+                continue
+            busy = info.get("device_busy_share")
+            value = (f"{info['step_wall_s'] * 1e3:.1f} ms/step, enqueue {info.get('enqueue_s', 0) * 1e3:.1f} ms"
+                     + (f", device busy {busy:.0%}" if busy is not None else "")
+                     + (", host-bound" if info.get("host_bound") else "")
+                     + (f", compile {info['compile_s']:.0f} s" if "compile_s" in info else ""))
+            rows.append(Row("train_step wall vs busy", info["case"], value, "", None))
+    return rows or [Row("train_step wall vs busy", "no train_step JSON with steps", "", "", False)]

@@ -39,6 +39,9 @@ class Case:
     tf32: bool = False
     cold: bool = False
     graph: bool = False
+    # How it is timed (suites/core/timing.py): `op` in device time with the host held out, `step` in wall time per
+    # training step, `check` run once as a correctness experiment and never sampled.
+    kind: str = "op"
 
 
 def align_class(*dims: int) -> str:

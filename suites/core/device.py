@@ -45,6 +45,8 @@ class GpuInfo:
     cudnn: int | None
     clocks_mhz: dict[str, float | None]
     bus_width_bits: int | None
+    power_limits_w: dict[str, float | None]
+    uuid: str | None
     spec: peaks.GpuSpec = field(repr=False)
 
     @property
@@ -56,12 +58,17 @@ class GpuInfo:
             "name": self.name, "capability": self.capability, "sm_count": self.sm_count,
             "memory_bytes": self.memory_bytes, "l2_bytes": self.l2_bytes, "driver": self.driver,
             "cuda": self.cuda, "cudnn": self.cudnn, "clocks_mhz": self.clocks_mhz,
-            "bus_width_bits": self.bus_width_bits, "peaks": self.peaks,
+            "bus_width_bits": self.bus_width_bits, "power_limits_w": self.power_limits_w, "uuid": self.uuid,
+            "peaks": self.peaks,
         }
 
 
 def _mhz_from_khz(value: int | None) -> float | None:
     return value / 1000 if value else None
+
+
+def _watts(milliwatts: int | None) -> float | None:
+    return milliwatts / 1000 if milliwatts else None
 
 
 def gpu_info(device: torch.device) -> GpuInfo:
@@ -77,6 +84,7 @@ def gpu_info(device: torch.device) -> GpuInfo:
     }
     bus_width = getattr(props, "memory_bus_width", None)
     driver = None
+    power: dict[str, float | None] = {"default": None, "enforced": None}
     if handle is not None:
         clocks["sm_max"] = nvml.query(lib.nvmlDeviceGetMaxClockInfo, handle, lib.NVML_CLOCK_SM) or clocks["sm_max"]
         clocks["memory_max"] = nvml.query(lib.nvmlDeviceGetMaxClockInfo, handle, lib.NVML_CLOCK_MEM) or clocks[
@@ -85,6 +93,8 @@ def gpu_info(device: torch.device) -> GpuInfo:
         clocks["memory_current"] = nvml.query(lib.nvmlDeviceGetClockInfo, handle, lib.NVML_CLOCK_MEM)
         bus_width = nvml.query(lib.nvmlDeviceGetMemoryBusWidth, handle) or bus_width
         driver = nvml.query(lib.nvmlSystemGetDriverVersion)
+        power = {"default": _watts(nvml.query(lib.nvmlDeviceGetPowerManagementDefaultLimit, handle)),
+                 "enforced": _watts(nvml.query(lib.nvmlDeviceGetEnforcedPowerLimit, handle))}
     spec = peaks.GpuSpec(
         capability=(props.major, props.minor),
         sm_count=props.multi_processor_count,
@@ -92,12 +102,13 @@ def gpu_info(device: torch.device) -> GpuInfo:
         memory_gib=props.total_memory / 2**30,
         memory_clock_mhz=clocks["memory_max"],
         bus_width_bits=bus_width,
+        board_power_w=power["default"],
     )
     return GpuInfo(
         name=props.name, capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
         memory_bytes=props.total_memory, l2_bytes=getattr(props, "L2_cache_size", 0), driver=driver,
         cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(), clocks_mhz=clocks,
-        bus_width_bits=bus_width, spec=spec,
+        bus_width_bits=bus_width, power_limits_w=power, uuid=nvml.nvml_uuid(props), spec=spec,
     )
 
 

@@ -24,21 +24,37 @@ def nvml() -> tuple[Any | None, str | None]:
     return _init()
 
 
+def nvml_uuid(props: Any) -> str | None:
+    """NVML's name of a device ("GPU-" + UUID) from torch's device properties; None where torch has no uuid."""
+    uuid = getattr(props, "uuid", None)
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+
+
 def handle(index: int) -> tuple[Any | None, str | None]:
     """(NVML handle of the CUDA device with this index, None), else (None, the reason).
 
-    The handle is looked up by PCI bus id so that CUDA_VISIBLE_DEVICES reordering cannot mismatch the two indices.
+    CUDA and NVML number devices differently (CUDA_VISIBLE_DEVICES renumbers CUDA's; NVML always sees every GPU),
+    so the handle is looked up by the device's UUID, then by PCI bus id; by index only when nothing renumbers.
     """
     lib, reason = nvml()
     if lib is None:
         return None, reason
+    import os
+
     import torch
 
     try:
         props = torch.cuda.get_device_properties(index)
-        bus_id = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
-        return lib.nvmlDeviceGetHandleByPciBusId(bus_id.encode()), None
-    except AttributeError:
+        if uuid := nvml_uuid(props):
+            return lib.nvmlDeviceGetHandleByUUID(uuid.encode()), None
+        if hasattr(props, "pci_bus_id"):
+            bus_id = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+            return lib.nvmlDeviceGetHandleByPciBusId(bus_id.encode()), None
+        if os.environ.get("CUDA_VISIBLE_DEVICES"):
+            return None, f"cuda:{index}: torch gives no UUID or PCI bus id and CUDA_VISIBLE_DEVICES renumbers devices"
         return lib.nvmlDeviceGetHandleByIndex(index), None
     except Exception as exc:
         return None, f"no NVML handle for cuda:{index}: {exc}"

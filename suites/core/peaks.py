@@ -3,9 +3,13 @@
 Why derived and not looked up by name: name-keyed tables go stale and call a new part 'unknown' (an H200 in a
 table written for the H100). The rate per SM per clock is a property of the architecture (compute capability),
 so peak = SM count x SM clock x per-SM rate covers every part of a known architecture. A small table of vendor
-datasheet figures, keyed by (compute capability, SM count) rather than by name, cross-checks the derivation;
+datasheet figures, keyed by (compute capability, SM count, memory, board power) rather than by name, cross-checks
+the derivation;
 where it knows the part, its figure is the one `pct_peak` divides by, because NVIDIA rates Hopper's tensor cores
 at the 1830 MHz boost clock, below the 1980 MHz maximum that NVML reports, and users compare with the datasheet.
+Parts of one die that differ only in form factor (H100/H200 SXM at 700 W against NVL at 400-600 W, rated about 16 %
+lower) are told apart by the board's default power limit; where that is unknown and both match, no datasheet row
+is taken (the derived figure is used, and the source names the ambiguity) rather than the wrong one.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class VendorPart:
     min_memory_gib: float
     tflops: dict[str, float]
     bandwidth_gbps: float
+    board_w: tuple[float, float] = (0.0, float("inf"))  # range of the default board power limit of this form factor
 
 
 VENDOR_PARTS: tuple[VendorPart, ...] = (
@@ -48,9 +53,17 @@ VENDOR_PARTS: tuple[VendorPart, ...] = (
     VendorPart("H100 PCIe", (9, 0), 114, 76,
                {"float32": 51, "tf32": 378, "float16": 756, "bfloat16": 756, "float8_e4m3fn": 1513}, 2000),
     VendorPart("H100 SXM", (9, 0), 132, 76,
-               {"float32": 67, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4, "float8_e4m3fn": 1978.9}, 3350),
+               {"float32": 67, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4, "float8_e4m3fn": 1978.9}, 3350,
+               (650, 750)),
+    VendorPart("H100 NVL", (9, 0), 132, 86,
+               {"float32": 60, "tf32": 417.5, "float16": 835.5, "bfloat16": 835.5, "float8_e4m3fn": 1670.5}, 3900,
+               (300, 450)),
     VendorPart("H200 SXM", (9, 0), 132, 130,
-               {"float32": 67, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4, "float8_e4m3fn": 1978.9}, 4800),
+               {"float32": 67, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4, "float8_e4m3fn": 1978.9}, 4800,
+               (650, 750)),
+    VendorPart("H200 NVL", (9, 0), 132, 130,
+               {"float32": 60, "tf32": 417.5, "float16": 835.5, "bfloat16": 835.5, "float8_e4m3fn": 1670.5}, 4800,
+               (450, 649)),
     VendorPart("B200", (10, 0), 148, 170,
                {"float32": 80, "tf32": 1100, "float16": 2250, "bfloat16": 2250, "float8_e4m3fn": 4500}, 8000),
 )
@@ -66,6 +79,7 @@ class GpuSpec:
     memory_gib: float
     memory_clock_mhz: float | None = None  # maximum memory clock (data rate is twice this)
     bus_width_bits: int | None = None
+    board_power_w: float | None = None  # NVML's default power limit: tells form factors of one die apart
 
 
 @dataclass(frozen=True)
@@ -96,13 +110,30 @@ def derived_bandwidth(spec: GpuSpec) -> float | None:
     return spec.memory_clock_mhz * 1e6 * 2 * spec.bus_width_bits / 8
 
 
-def vendor_part(spec: GpuSpec) -> VendorPart | None:
-    """The datasheet entry of the same architecture and SM count with the most memory not above the device's."""
+def _candidates(spec: GpuSpec) -> list[VendorPart]:
+    """Datasheet rows of the same architecture and SM count with the most memory not above the device's, kept
+    to the board power's form factor where it is known."""
     matches = [
         p for p in VENDOR_PARTS
         if p.capability == spec.capability and p.sm_count == spec.sm_count and p.min_memory_gib <= spec.memory_gib
+        and (spec.board_power_w is None or p.board_w[0] <= spec.board_power_w <= p.board_w[1])
     ]
-    return max(matches, key=lambda p: p.min_memory_gib, default=None)
+    most = max((p.min_memory_gib for p in matches), default=None)
+    return [p for p in matches if p.min_memory_gib == most]
+
+
+def vendor_part(spec: GpuSpec) -> VendorPart | None:
+    """The one datasheet row this device is, or None when none or several (form factors of one die) match."""
+    found = _candidates(spec)
+    return found[0] if len(found) == 1 else None
+
+
+def _how(spec: GpuSpec, how: str) -> str:
+    """`how`, plus the parts the device could be when the datasheet cannot tell them apart."""
+    found = _candidates(spec)
+    if len(found) < 2:
+        return how
+    return f"{how}; datasheet ambiguous ({' or '.join(p.name for p in found)}: board power unknown)"
 
 
 def _resolve(derived: float | None, vendor: float | None, vendor_name: str | None, how: str) -> Peak:
@@ -120,7 +151,7 @@ def peak_flops(spec: GpuSpec, dtype: str) -> Peak:
     vendor = part.tflops.get(dtype) * 1e12 if part and dtype in part.tflops else None
     rate = PER_SM_FLOP_PER_CLOCK.get(spec.capability, {}).get(dtype)
     arch = "sm_{}{}".format(*spec.capability)
-    how = f"{spec.sm_count} SM x {spec.sm_clock_mhz} MHz x {rate} FLOP/clk/SM ({arch})"
+    how = _how(spec, f"{spec.sm_count} SM x {spec.sm_clock_mhz} MHz x {rate} FLOP/clk/SM ({arch})")
     return _resolve(derived_flops(spec, dtype), vendor, part.name if part else None, how)
 
 
@@ -128,7 +159,7 @@ def peak_bandwidth(spec: GpuSpec) -> Peak:
     """Peak memory bandwidth in bytes/s."""
     part = vendor_part(spec)
     vendor = part.bandwidth_gbps * 1e9 if part else None
-    how = f"{spec.memory_clock_mhz} MHz x 2 x {spec.bus_width_bits} bit / 8"
+    how = _how(spec, f"{spec.memory_clock_mhz} MHz x 2 x {spec.bus_width_bits} bit / 8")
     return _resolve(derived_bandwidth(spec), vendor, part.name if part else None, how)
 
 

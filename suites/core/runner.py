@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -111,12 +113,51 @@ def throughput_info(case: Case, median_s: float, peak_flops: float | None) -> di
     return info
 
 
-def _measurement_info(m: Measurement) -> dict:
-    info = {"timer": m.timer, "converged": m.converged, "rel_iqr": m.rel_iqr, "calls_per_sample": m.calls_per_sample,
+def _measurement_info(case: Case, m: Measurement) -> dict:
+    """How the case was timed: the timer, why sampling stopped, and the host's share of the work.
+
+    An op's `device_s` is its device time per call; a step's `step_wall_s` is the wall time of one step (the
+    device-busy time beside it comes from an observer). `enqueue_s` is the host's time to issue one call, and
+    `host_bound` whether that is longer than the call's time (for a step, whether the device sat idle for much of
+    it, decided once the busy time is known: `host_bound_step`)."""
+    info = {"timer": m.timer, "stop_reason": m.stop_reason, "calls_per_sample": m.calls_per_sample,
             "warmup_calls": m.warmup_calls, "l2_flush": m.l2_flush}
+    if m.stop_reason != "once":
+        info |= {"converged": m.converged, "rel_iqr": m.rel_iqr}
+    if case.kind == "op":
+        info["device_s"] = m.median_s
+    elif case.kind == "step":
+        info["step_wall_s"] = m.median_s
+    if m.enqueue_s is not None and case.kind != "check":
+        info |= {"enqueue_s": m.enqueue_s, "host_bound": m.host_bound}
+    if m.hold_s is not None:
+        info |= {"hold_s": m.hold_s, "dropped_samples": m.dropped_samples}
     if m.notes:
-        info["notes"] = m.notes
+        info["notes"] = list(m.notes)
     return info
+
+
+# A step is host-bound when its device was busy for less than this share of the step's wall time: the rest is
+# launch gaps, host syncs and data loading that torch.compile, CUDA graphs and more workers remove.
+HOST_BOUND_BUSY_SHARE = 0.8
+
+
+def host_bound_step(info: dict) -> dict:
+    """For a step with a measured `device_busy_s`: its busy share of the wall time and `host_bound`."""
+    if "device_busy_s" not in info or not info.get("step_wall_s"):
+        return {}
+    share = info["device_busy_s"] / info["step_wall_s"]
+    return {"device_busy_share": share, "host_bound": share < HOST_BOUND_BUSY_SHARE}
+
+
+def above_peak_bandwidth(info: dict, peak_gbps: float | None) -> dict:
+    """A case moving bytes faster than the device's memory can serve them was fed from a cache: say so."""
+    gbps = info.get("gbps")
+    if not peak_gbps or gbps is None or gbps <= peak_gbps:
+        return {}
+    note = (f"{gbps:.0f} GB/s is above the {peak_gbps:.0f} GB/s memory peak: the working set was served from "
+            "cache (a hot case), so gbps is not a memory-bandwidth figure")
+    return {"gbps_above_peak": True, "notes": [*info.get("notes", []), note]}
 
 
 def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult:
@@ -131,15 +172,20 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
     return CaseResult(case, "error", first_line(exc), extra_info=info)
 
 
-def run_case(case: Case, device: torch.device, rule: StopRule, peak_flops: float | None = None,
+def run_case(case: Case, device: torch.device, rule: StopRule, peaks: Peaks | None = None,
              extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None) -> CaseResult:
     """Build, measure and check one case; never raises for a failing case, it returns the failure.
     With `lockstep` (several ranks), every figure derives from the slowest rank's samples."""
     workload = None
+    peaks = peaks or Peaks()
     try:
         with float32_mode(case.tf32):
+            built_at = time.perf_counter()
             workload = case.build(device)
-            result = _measure_and_check(case, workload, device, rule, peak_flops, extensions, lockstep)
+            if case.kind == "check":
+                result = _checked_once(case, workload, device, time.perf_counter() - built_at)
+            else:
+                result = _measure_and_check(case, workload, device, rule, peaks, extensions, lockstep)
     except Exception as exc:  # the boundary where a failing case becomes a recorded result
         result = _failure(case, device, exc)
     finally:
@@ -151,17 +197,41 @@ def run_case(case: Case, device: torch.device, rule: StopRule, peak_flops: float
     return result
 
 
+@dataclass(frozen=True)
+class Peaks:
+    """The device's peaks a case is compared with: FLOP/s of the case's dtype and memory bandwidth (None: unknown)."""
+
+    flops: float | None = None
+    gbps: float | None = None
+
+
+def _checked_once(case: Case, workload: Workload, device: torch.device, build_s: float) -> CaseResult:
+    """A correctness experiment: it ran once, in its build; its wall time is recorded as such, never as a speed."""
+    m = Measurement([build_s], "wall", 1, "once", math.inf, 0, False)
+    info = _base_info(case, device) | workload.extra_info | _measurement_info(case, m)
+    status, reason = check(case, workload, info)
+    return CaseResult(case, status, reason, m, info)
+
+
+def _prime(workload: Workload, device: torch.device) -> int:
+    """One call before the window on CUDA, so that lazily made buffers (cuBLAS and cuDNN workspaces, autotuning)
+    are in the baseline, not in the case's peak; returns the bytes allocated after it."""
+    if device.type != "cuda":
+        return 0
+    workload.fn()
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    return torch.cuda.memory_allocated(device)
+
+
 def _measure_and_check(case: Case, workload: Workload, device: torch.device, rule: StopRule,
-                       peak_flops: float | None, extensions: Sequence[Extension],
+                       peaks: Peaks, extensions: Sequence[Extension],
                        lockstep: Lockstep | None = None) -> CaseResult:
     info = _base_info(case, device) | workload.extra_info
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        baseline = torch.cuda.memory_allocated(device)
+    baseline = _prime(workload, device)
     with contextlib.ExitStack() as stack:
         observed = [stack.enter_context(ext.around(case, device)) for ext in extensions]
-        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph,
+        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph, kind=case.kind,
                     before_sample=lockstep.before_sample if lockstep else None)
         if lockstep is not None:
             m = lockstep.reduce(m)
@@ -169,12 +239,14 @@ def _measure_and_check(case: Case, workload: Workload, device: torch.device, rul
         info |= fields
     if device.type == "cuda":
         info["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device) - baseline
-    info |= _measurement_info(m) | throughput_info(case, m.median_s, peak_flops)
+    info |= _measurement_info(case, m) | throughput_info(case, m.median_s, peaks.flops)
+    info |= above_peak_bandwidth(info, peaks.gbps)
     if workload.rates is not None:
-        info |= workload.rates(m.median_s, peak_flops)
+        info |= workload.rates(m.median_s, peaks.flops)
     status, reason = check(case, workload, info)
     for ext in extensions:
         info |= ext.after(case, workload, device)
+    info |= host_bound_step(info)
     return CaseResult(case, status, reason, m, info)
 
 

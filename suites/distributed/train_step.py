@@ -178,5 +178,5 @@ def cases(profile: str) -> list[Case]:
     prof = PROFILES[profile]
     model = GPTConfig.preset(prof.gpt).name
     return [Case(suite=SUITE, id=f"{SUITE}/{model}/distributed/{label}", params=params(model, lever, setup),
-                 build=_build(prof, setup), peak_dtype=PEAK_DTYPE[setup.precision])
+                 build=_build(prof, setup), peak_dtype=PEAK_DTYPE[setup.precision], kind="step")
             for lever, label, setup in setups(profile)]

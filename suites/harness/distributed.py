@@ -155,7 +155,9 @@ class RankLockstep:
         _all_gather(everyone, mine)
         slowest = everyone.view(self.world.world_size, -1).max(dim=0).values.tolist()
         spread = rel_iqr(slowest)
-        return dataclasses.replace(m, samples_s=slowest, rel_iqr=spread, converged=spread <= self.target_rel_iqr)
+        # the count rule stops every rank at `target` (its target is inf): judge the slowest samples on the real one
+        reason = "target" if spread <= self.target_rel_iqr else "timeout"
+        return dataclasses.replace(m, samples_s=slowest, rel_iqr=spread, stop_reason=reason)
 
     def agreed(self, case: Case) -> Case:
         """The case with a build that every rank agrees on: a failure on any rank is raised on every rank."""

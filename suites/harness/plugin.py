@@ -13,7 +13,7 @@ from suites.core.runner import Extension
 from suites.core.units import parse_bytes
 from suites.harness import distributed
 from suites.harness import session as sessions
-from suites.observers import telemetry, tracing
+from suites.observers import busy, telemetry, tracing
 
 SESSION = pytest.StashKey[sessions.BenchSession]()
 
@@ -56,11 +56,12 @@ def configure(config: pytest.Config) -> None:
 
 
 def observers(config: pytest.Config) -> list[Extension]:
-    """NVML telemetry around every case (it reports why when it cannot), and with --trace-dir a profiler trace."""
+    """NVML telemetry around every case (it reports why when it cannot), the device-busy time of training steps
+    on CUDA, and with --trace-dir a profiler trace."""
     interval = config.getoption("telemetry_interval_ms")
     if not interval >= 0:
         raise pytest.UsageError(f"--telemetry-interval-ms {interval:g}: expected 0 (off) or a positive interval")
-    found: list[Extension] = [telemetry.TelemetryExtension(session(config).device, interval)]
+    found: list[Extension] = [telemetry.TelemetryExtension(session(config).device, interval), busy.BusyExtension()]
     if trace_dir := config.getoption("trace_dir"):
         try:
             Path(trace_dir).mkdir(parents=True, exist_ok=True)

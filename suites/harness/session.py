@@ -18,7 +18,7 @@ import torch
 from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.precision import DTYPES
-from suites.core.runner import CaseResult, Extension, run_case
+from suites.core.runner import CaseResult, Extension, Peaks, run_case
 from suites.core.timing import RULES, StopRule
 from suites.harness import distributed
 
@@ -63,13 +63,16 @@ class BenchSession:
         return (distributed.lockstep_rule(rule, samples),
                 distributed.RankLockstep(self.world, self.device, self.rule.target_rel_iqr))
 
-    def peak_flops(self, dtype: str | None) -> float | None:
-        """The device's peak FLOP/s for a dtype (None on CPU: no honest peak is known there)."""
-        if self.device.type != "cuda" or dtype is None:
-            return None
+    def peaks(self, dtype: str | None) -> Peaks:
+        """The device's peak FLOP/s for a dtype and its memory bandwidth in GB/s (None on CPU: no honest peak is
+        known there)."""
+        if self.device.type != "cuda":
+            return Peaks()
         if self._peaks is None:
             self._peaks = devices.gpu_info(self.device).peaks
-        return self._peaks.get(dtype, {}).get("value")
+        bandwidth = self._peaks.get("bandwidth", {}).get("value")
+        return Peaks(self._peaks.get(dtype, {}).get("value") if dtype else None,
+                     bandwidth / 1e9 if bandwidth else None)
 
     def select(self, cases: list[Case]) -> list[Case]:
         return [c for c in cases if self.dtypes is None or c.params.get("dtype") in self.dtypes]
@@ -115,7 +118,7 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     rule, lockstep = session.lockstep(benchmark.disabled)
     if lockstep is not None:
         case = lockstep.agreed(case)
-    result = run_case(case, session.device, rule, session.peak_flops(case.peak_dtype), session.extensions, lockstep)
+    result = run_case(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep)
     if lockstep is not None:
         result = lockstep.settle(result)
     result.extra_info["profile"] = session.profile

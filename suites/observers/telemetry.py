@@ -14,8 +14,15 @@ window is reported with its length; only when the counter never moves (or the GP
 energy the integral of the power samples over the case's window. `energy_method` says which was used.
 
 Clock-event reasons are NVML's bit mask (`nvmlDeviceGetCurrentClocksEventReasons`, called
-`...ClocksThrottleReasons` by older drivers); idle, an applications-clocks setting, a display-clock setting and
-sync boost are configuration, not throttling, so only the others set `throttled`.
+`...ClocksThrottleReasons` by older drivers). They fall in three kinds:
+- configuration (idle, applications-clocks and display-clock settings, sync boost): nothing to say;
+- the power cap (`sw_power_cap`, and `board_limit`): the normal state of a busy GPU. A dense bf16 or fp8 gemm or
+  a training step on an H100/H200 runs at its power limit with the clock the limit allows; that clock is its
+  speed, and the same case tomorrow runs the same way. Recorded (`power_capped_share`), never a doubt;
+- slowdowns (`hw_slowdown`, `sw_thermal_slowdown`, `hw_thermal_slowdown`, `hw_power_brake`, `reliability`): the
+  GPU was too hot, an external signal braked it, or the hardware protected itself. These make a timing
+  untrustworthy, set `throttled`, and make `reports compare` call the case `unsure`.
+A clock that moved between two runs of a case is compared there as well (the median SM clock of each).
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ REASON_NAMES: dict[int, str] = {
 }
 # The newer name first: older drivers and nvidia-ml-py releases have only the second.
 REASON_GETTERS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
-NOT_THROTTLING = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost"})
+POWER_CAP = frozenset({"sw_power_cap", "board_limit"})
+SLOWDOWNS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake", "reliability"})
 
 
 class TelemetryUnavailable(UserWarning):
@@ -75,7 +83,8 @@ def decode_reasons(mask: int) -> list[str]:
 
 
 def is_throttling(reason: str) -> bool:
-    return reason not in NOT_THROTTLING
+    """Whether a clock-event reason makes a timing untrustworthy: a slowdown, or a bit this code does not know."""
+    return reason in SLOWDOWNS or reason.startswith("unknown_")
 
 
 @dataclass(frozen=True)
@@ -180,8 +189,10 @@ def summarize(samples: Sequence[Sample], energy: Energy | None) -> dict[str, Any
     if masks := _present(samples, "reasons"):
         seen = decode_reasons(functools.reduce(int.__or__, masks, 0))
         throttled = [m for m in masks if any(is_throttling(r) for r in decode_reasons(m))]
+        capped = [m for m in masks if any(r in POWER_CAP for r in decode_reasons(m))]
         out |= {"throttled": bool(throttled), "throttle_reasons": [r for r in seen if is_throttling(r)],
-                "clock_event_reasons": seen, "throttled_sample_share": len(throttled) / len(masks)}
+                "clock_event_reasons": seen, "throttled_sample_share": len(throttled) / len(masks),
+                "power_capped_share": len(capped) / len(masks)}
     return out
 
 

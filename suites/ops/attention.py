@@ -118,7 +118,9 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, g
     return [*result, torch.cat(dqs, dim=2), dk, dv] if grads else result
 
 
-_NO_KERNEL = ("no available kernel", "no viable backend")
+# How torch and cuDNN say that a forced backend cannot take a case: no kernel at all, or (cuDNN's SDPA) no
+# execution plan for this shape, dtype or GPU.
+_NO_KERNEL = ("no available kernel", "no viable backend", "no valid execution plan")
 _TRIGGERED = re.compile(r"\s*\(Triggered internally at .*$", re.DOTALL)
 
 

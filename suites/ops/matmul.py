@@ -97,7 +97,8 @@ def _build_fp8(shape: Shape, device: torch.device) -> Workload:
     b = (b32 / scale_b).to(torch.float8_e4m3fn).t().contiguous().t()
 
     def run() -> torch.Tensor:
-        return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+        out = torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+        return out[0] if isinstance(out, tuple) else out  # torch < 2.5 returned (out, amax)
 
     try:
         run()

@@ -235,7 +235,7 @@ def sweep_case(spec: ModelSpec, precision: str, batch: int, profile: str, budget
     flops = spec.flops_per_sample()
     return Case(suite=SUITE, id=f"{SUITE}/batch/{spec.name}/{precision}/{batch}",
                 params=_params(spec, "batch", precision, False) | {"batch": str(batch)}, build=build,
-                flops=flops * batch if flops else None, peak_dtype=PEAK_DTYPE[precision])
+                flops=flops * batch if flops else None, peak_dtype=PEAK_DTYPE[precision], kind="step")
 
 
 def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str, budget: int | None) -> Case:
@@ -253,7 +253,7 @@ def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str,
     name = "block" if checkpoint else "off"
     return Case(suite=SUITE, id=f"{SUITE}/max_batch/{spec.name}/{precision}/checkpoint-{name}",
                 params=_params(spec, "max_batch", precision, checkpoint), build=build,
-                peak_dtype=PEAK_DTYPE[precision])
+                peak_dtype=PEAK_DTYPE[precision], kind="step")
 
 
 def cases(profile: str, budget: int | None = None) -> list[Case]:

@@ -332,7 +332,8 @@ def _build_audit(spec: ModelSpec, dtype: str, device: torch.device) -> Workload:
 
 
 def _case(check: str, variant: str, params: dict[str, str], build: Callable[[torch.device], Workload]) -> Case:
-    return Case(suite=SUITE, id=f"{SUITE}/{check}/{variant}", params={"check": check, **params}, build=build)
+    return Case(suite=SUITE, id=f"{SUITE}/{check}/{variant}", params={"check": check, **params}, build=build,
+                kind="check")
 
 
 def cases(profile: str) -> list[Case]:

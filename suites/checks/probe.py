@@ -1,0 +1,33 @@
+"""`python -m suites.checks.probe MODULE:FUNCTION OUT DEVICE`: one probe of the GPU check, in its own process.
+
+gpu_check runs each probe here so that a hang or a crash costs one step (it has a timeout), not the check.
+The function takes (out folder, torch.device) and returns rows; each is printed on its own line as JSON behind
+gpu_check's ROW_PREFIX, flushed at once. An exception ends the probe with its first line and exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from suites.checks.gpu_check import ROW_PREFIX, load_function
+
+
+def main(argv: list[str] | None = None) -> int:
+    name, out, device = argv if argv is not None else sys.argv[1:]
+    try:
+        rows = load_function(name)(Path(out), torch.device(device))
+    except Exception as exc:  # the probe's boundary: gpu_check records the failure as a row
+        print(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}", flush=True)
+        return 1
+    for row in rows:
+        print(ROW_PREFIX + json.dumps(asdict(row)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
