@@ -18,6 +18,14 @@ def pytest_configure(config):
     plugin.configure(config)
 
 
+def pytest_collection_finish(session):
+    plugin.collection_finish(session.items, session.config)
+
+
+def pytest_unconfigure(config):
+    plugin.unconfigure(config)
+
+
 def pytest_benchmark_update_machine_info(config, machine_info):
     plugin.update_machine_info(config, machine_info)
 

@@ -29,7 +29,7 @@ from reports.table import axes_of, format_time
 
 matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
 
-FIGURES = ["system", "time", "tflops", "pct_peak", "pct_achievable", "speedup"]
+FIGURES = ["system", "time", "tflops", "pct_peak", "pct_achievable", "busbw_gbps", "scaling_efficiency", "speedup"]
 
 
 def systems(frame: pd.DataFrame) -> pd.Series:

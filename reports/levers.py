@@ -26,7 +26,8 @@ class Spec:
     """One comparison: in `group`, cases with `axis` = variant against the same cases with `axis` = baseline.
 
     `figure` is the column compared; `kind` says how the ratio reads: `speedup` (baseline time / variant
-    time), `throughput` (variant / baseline TFLOP/s) or `memory` (variant / baseline bytes). `ignore` lists
+    time), `throughput` (variant / baseline TFLOP/s), `memory` (variant / baseline bytes) or `state` (variant /
+    baseline bytes per parameter). `ignore` lists
     axes that change together with this one (an odd shape has another `shape` string than its aligned twin).
     A baseline or variant of None means the axis's off-like value (off, none, false) or its other value.
     `layers` keeps only rows whose `layer` matches this regex (conv: the 3x3 layers, aligned or not).
@@ -85,9 +86,19 @@ SPECS: tuple[Spec, ...] = (
     Spec("activation checkpointing", "train_step", "checkpoint", None, None),
     Spec("fused optimizer", "train_step", "optimizer", "foreach", "fused"),
     Spec("host sync per step", "train_step", "sync", "none", "item"),
+    Spec("DDP bucket size", "train_step", "bucket_mb", "25", None),
+    Spec("DDP gradient as bucket view", "train_step", "bucket_view", "off", "on"),
+    Spec("DDP gradient as bucket view", "train_step", "bucket_view", "off", "on", "bytes_per_param", "state"),
+    Spec("DDP no_sync while accumulating", "train_step", "no_sync", "off", "on"),
+    Spec("FSDP param dtype", "train_step", "param_dtype", "float32", "bfloat16", ignore=("precision", "dtype")),
+    Spec("FSDP reduce dtype", "train_step", "reduce_dtype", "float32", "bfloat16"),
+    Spec("FSDP reshard after forward", "train_step", "reshard", "on", "off"),
 )
+# Training-step strategies that hold the state of several ranks (their bytes per parameter are per rank).
+DISTRIBUTED = ("ddp", "fsdp")
 READING = {"speedup": "speed-up (baseline time / time)", "throughput": "TFLOP/s ratio (variant / baseline)",
-           "memory": "peak memory ratio (variant / baseline)"}
+           "memory": "peak memory ratio (variant / baseline)",
+           "state": "bytes per parameter ratio (variant / baseline)"}
 
 
 def _param_names(rows: pd.DataFrame) -> list[str]:
@@ -156,20 +167,48 @@ def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
                   len(ratios))
 
 
-def bytes_per_param(rows: pd.DataFrame) -> Effect:
-    """The measured optimizer-state budget (`extra_info.bytes_per_param`), median over the cases that report it."""
-    values = rows["bytes_per_param"].dropna().astype(float) if "bytes_per_param" in rows else pd.Series(dtype=float)
-    comparison = "AdamW mixed precision, bytes per parameter (rule of thumb: 16-18)"
+def median_effect(lever: str, comparison: str, values: pd.Series, unit: str) -> Effect:
+    """A figure the cases record themselves, as the median and range over the cases that report it."""
+    values = values.dropna().astype(float)
     if values.empty:
-        return Effect("bytes/param", comparison, None, None, None, 0)
-    return Effect("bytes/param", comparison, float(values.median()), float(values.min()), float(values.max()),
-                  len(values), unit=" B/param", over="cases")
+        return Effect(lever, comparison, None, None, None, 0)
+    return Effect(lever, comparison, float(values.median()), float(values.min()), float(values.max()), len(values),
+                  unit=unit, over="cases")
+
+
+def _strategy(rows: pd.DataFrame) -> pd.Series:
+    return rows["strategy"] if "strategy" in rows else pd.Series(None, index=rows.index, dtype=object)
+
+
+def _column(rows: pd.DataFrame, name: str) -> pd.Series:
+    return rows[name] if name in rows else pd.Series(dtype=float)
+
+
+def bytes_per_param(rows: pd.DataFrame) -> Effect:
+    """The measured optimizer-state budget (`extra_info.bytes_per_param`) of one rank holding everything."""
+    alone = rows[~_strategy(rows).isin(DISTRIBUTED)]
+    return median_effect("bytes/param", "AdamW mixed precision, bytes per parameter (rule of thumb: 16-18)",
+                         _column(alone, "bytes_per_param"), " B/param")
+
+
+def distributed_effects(rows: pd.DataFrame) -> list[Effect]:
+    """Per strategy under torchrun: bytes per parameter per rank, and the scaling efficiency (throughput of N
+    ranks / N x one rank's, 1.0 is perfect)."""
+    found = []
+    for strategy in DISTRIBUTED:
+        mine = rows[_strategy(rows) == strategy]
+        found.append(median_effect(f"{strategy.upper()} bytes/param per rank", f"train_step: {strategy}, "
+                                   "state held per rank (one rank alone: 16)", _column(mine, "bytes_per_param"),
+                                   " B/param"))
+        found.append(median_effect(f"{strategy.upper()} scaling efficiency", f"train_step: {strategy}, throughput "
+                                   "of N ranks / (N x one rank)", _column(mine, "scaling_efficiency"), ""))
+    return found
 
 
 def effects(rows: pd.DataFrame) -> list[Effect]:
     """Every lever of the recipe for the rows of one device, measured or marked not measured."""
     measured = [effect(rows, spec) for spec in SPECS]
-    return [*measured, bytes_per_param(rows)]
+    return [*measured, bytes_per_param(rows), *distributed_effects(rows)]
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:

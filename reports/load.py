@@ -93,6 +93,17 @@ def read_journal(path: Path) -> dict:
 
 
 def device_name(machine_info: dict) -> str:
+    """The device, and with several ranks how many (`... x 16 ranks on 2 nodes`): a run under torchrun is one
+    machine whose identity includes its world size, never compared as if it were one device."""
+    name = single_device_name(machine_info)
+    dist = machine_info.get("distributed") if isinstance(machine_info.get("distributed"), dict) else {}
+    world, nodes = dist.get("world_size") or 1, dist.get("nodes") or 1
+    if world > 1:
+        name += f" x {world} ranks" + (f" on {nodes} nodes" if nodes > 1 else "")
+    return name
+
+
+def single_device_name(machine_info: dict) -> str:
     """The GPU's name when the run measured a GPU, else the CPU with the threads torch used, else the node name.
 
     The thread count is part of a CPU device: a 1-thread and a 2-thread run of one CPU are different compute

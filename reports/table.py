@@ -12,8 +12,9 @@ from reports.load import load
 
 # A suite's axes are its cases' params (in the order the cases name them), then the figures below that the
 # group has; absent columns are left out, never filled in.
-FIGURES = ["time", "enqueue", "host_bound", "busy", "tflops", "pct_peak", "pct_achievable", "gbps", "samples_per_s",
-           "tokens_per_s", "mfu", "peak_mem_bytes", "bytes_per_param", "error_rel", "stop_reason", "rel_iqr", "status"]
+FIGURES = ["world_size", "time", "enqueue", "host_bound", "busy", "tflops", "pct_peak", "pct_achievable", "gbps",
+           "algbw_gbps", "busbw_gbps", "samples_per_s", "tokens_per_s", "scaling_efficiency", "mfu", "peak_mem_bytes",
+           "bytes_per_param", "error_rel", "stop_reason", "rel_iqr", "status"]
 
 
 def axes_of(frame: pd.DataFrame) -> list[str]:

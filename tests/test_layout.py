@@ -16,6 +16,7 @@ ALLOWED = {
     "harness": {"core", "observers"},
     "ops": {"core"},
     "training": {"core", "ops"},
+    "distributed": {"core", "training"},
     "checks": {"core", "observers", "harness", "ops", "training"},
 }
 

@@ -5,7 +5,9 @@ and by class, the same per ProfilerStep; on the host: synchronizing calls and by
 Definitions are in reports/trace/summary.py; how kernels are classed is in reports/trace/kernels.py.
 
 `--json` prints one JSON object: for one FILE `{"file", "devices": [...], "host": {...}, "steps": [...],
-"message"}`; for several, `{"files": [that object per FILE, in order]}`.
+"message"}`; for several, `{"files": [that object per FILE, in order], "ranks": {...}}`: several files are read
+as the ranks of one run (reports/trace/ranks.py): one row per rank, the straggler, and the share of each rank's
+communication kernels that overlaps its compute.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tabulate import tabulate
 
 from reports.trace.events import read_trace
 from reports.trace.kernels import NAME_NOISE
+from reports.trace.ranks import RankSpread, spread
 from reports.trace.summary import Breakdown, DeviceSummary, HostSummary, TraceSummary, summarize_trace
 
 NAME_WIDTH = 90
@@ -37,13 +40,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Summarize each file; bad input raises InputError, which __main__ turns into one line and exit code 2."""
-    summaries = [summarize_trace(read_trace(path)) for path in args.files]
+    traces = [read_trace(path) for path in args.files]
+    summaries = [summarize_trace(trace) for trace in traces]
+    ranks = spread(traces) if len(traces) > 1 else None
     if args.json:
         objects = [summary_to_json(summary, args.top) for summary in summaries]
-        document = finite(objects[0] if len(objects) == 1 else {"files": objects})
+        document = finite(objects[0] if len(objects) == 1 else {"files": objects, "ranks": ranks.to_json()})
         print(json.dumps(document, indent=1, allow_nan=False))
     else:
-        print("\n\n".join(summary_to_text(summary, args.top) for summary in summaries))
+        texts = [summary_to_text(summary, args.top) for summary in summaries]
+        print("\n\n".join(texts + ([ranks_to_text(ranks)] if ranks else [])))
     return 0
 
 
@@ -57,6 +63,21 @@ def finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [finite(item) for item in value]
     return value
+
+
+def ranks_to_text(ranks: RankSpread) -> str:
+    """Several traces as the ranks of one run: one row per rank, then the straggler and the spread."""
+    head = f"== ranks (numbered by {ranks.ranks_from}): one row per trace"
+    rows = [{"rank": r.rank, "span_us": r.span_us, "busy_us": r.busy_us, "compute_us": r.compute_us,
+             "communication_us": r.communication_us, "overlapped_us": r.overlapped_us,
+             "exposed_comm_us": r.exposed_communication_us, "overlap_share": r.overlap_share,
+             "file": Path(r.file).name} for r in ranks.ranks]
+    table = tabulate(rows, headers="keys", floatfmt=".1f", missingval="-")
+    if ranks.straggler is None:
+        return f"{head}\n{table}\nno GPU events in these traces: no straggler to name"
+    tail = (f"straggler: rank {ranks.straggler} (most compute); compute spread {ranks.compute_spread_us:.1f} us, "
+            f"span spread {ranks.span_spread_us:.1f} us")
+    return f"{head}\n{table}\n{tail}"
 
 
 def no_gpu_message(summary: TraceSummary) -> str | None:

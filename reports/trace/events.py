@@ -91,6 +91,7 @@ class Trace:
     steps: list[Step]  # sorted by start
     sync_calls: Counter[str]  # synchronizing host calls by name
     sync_us: float  # their total duration
+    rank: int | None = None  # the process group rank the trace names (distributedInfo), where it does
 
 
 def read_trace(path: Path) -> Trace:
@@ -244,6 +245,7 @@ class _Collector:
             steps=sorted(self.steps, key=lambda step: step.start),
             sync_calls=self.sync_calls,
             sync_us=self.sync_us,
+            rank=_rank(metadata.get("distributedInfo")),
         )
 
 
@@ -255,6 +257,12 @@ def _args(event: dict[str, Any]) -> dict[str, Any]:
 def _text(value: Any) -> str:
     """An event name as text: a number or a list where a kernel name belongs is shown as its JSON."""
     return value if isinstance(value, str) else json.dumps(value)[:200]
+
+
+def _rank(info: Any) -> int | None:
+    """`distributedInfo.rank` of a trace taken in a process group (torch.profiler writes it), else None."""
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
 def _role(category: Any) -> int:

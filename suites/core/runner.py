@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -35,6 +36,15 @@ class Extension:
 
     def after(self, case: Case, workload: Workload, device: torch.device) -> dict:
         return {}
+
+
+class Lockstep(Protocol):
+    """How the ranks of a distributed run measure one case together: `before_sample` lines them up before each
+    sample (outside the timed window), `reduce` turns this rank's samples into the slowest rank's."""
+
+    def before_sample(self) -> None: ...
+
+    def reduce(self, m: Measurement) -> Measurement: ...
 
 
 @dataclass
@@ -163,8 +173,9 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
 
 
 def run_case(case: Case, device: torch.device, rule: StopRule, peaks: Peaks | None = None,
-             extensions: Sequence[Extension] = ()) -> CaseResult:
-    """Build, measure and check one case; never raises for a failing case, it returns the failure."""
+             extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None) -> CaseResult:
+    """Build, measure and check one case; never raises for a failing case, it returns the failure.
+    With `lockstep` (several ranks), every figure derives from the slowest rank's samples."""
     workload = None
     peaks = peaks or Peaks()
     try:
@@ -174,7 +185,7 @@ def run_case(case: Case, device: torch.device, rule: StopRule, peaks: Peaks | No
             if case.kind == "check":
                 result = _checked_once(case, workload, device, time.perf_counter() - built_at)
             else:
-                result = _measure_and_check(case, workload, device, rule, peaks, extensions)
+                result = _measure_and_check(case, workload, device, rule, peaks, extensions, lockstep)
     except Exception as exc:  # the boundary where a failing case becomes a recorded result
         result = _failure(case, device, exc)
     finally:
@@ -214,12 +225,16 @@ def _prime(workload: Workload, device: torch.device) -> int:
 
 
 def _measure_and_check(case: Case, workload: Workload, device: torch.device, rule: StopRule,
-                       peaks: Peaks, extensions: Sequence[Extension]) -> CaseResult:
+                       peaks: Peaks, extensions: Sequence[Extension],
+                       lockstep: Lockstep | None = None) -> CaseResult:
     info = _base_info(case, device) | workload.extra_info
     baseline = _prime(workload, device)
     with contextlib.ExitStack() as stack:
         observed = [stack.enter_context(ext.around(case, device)) for ext in extensions]
-        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph, kind=case.kind)
+        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph, kind=case.kind,
+                    before_sample=lockstep.before_sample if lockstep else None)
+        if lockstep is not None:
+            m = lockstep.reduce(m)
     for fields in observed:
         info |= fields
     if device.type == "cuda":

@@ -210,8 +210,9 @@ class HeldSampler:
     """CUDA events around `reps` calls, the stream held by a spin kernel until the host has enqueued them all."""
 
     def __init__(self, run: Callable[[], None], device: torch.device, reps: int, flush: L2Flush | None,
-                 hold_s: float) -> None:
+                 hold_s: float, may_drop: bool = True) -> None:
         self.run, self.device, self.reps, self.flush, self.hold_s = run, device, reps, flush, hold_s
+        self.may_drop = may_drop  # ranks in lockstep keep every sample: a drop would call fn once more on one rank
         self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         self.dropped, self.retries, self.notes = 0, 0, []
 
@@ -233,11 +234,12 @@ class HeldSampler:
 
     def _hold_ran_out(self, per_call: float, enqueue_s: float) -> Sample:
         """Lengthen the hold and drop the sample; past the retries (or the longest hold), keep it with a note."""
-        if self.retries < MAX_HOLD_RETRIES and self.hold_s < MAX_HOLD_S:
+        if self.may_drop and self.retries < MAX_HOLD_RETRIES and self.hold_s < MAX_HOLD_S:
             self.retries += 1
             self.dropped += 1
             self.hold_s = lengthen_hold(self.hold_s, enqueue_s)
             return None
+        self.hold_s = lengthen_hold(self.hold_s, enqueue_s)  # kept, but the next sample is held longer
         if not self.notes:
             self.notes.append(f"the host took {enqueue_s * 1e3:.3g} ms to enqueue a sample, past the "
                               f"{self.hold_s * 1e3:.3g} ms hold: device time may include host gaps")
@@ -259,7 +261,8 @@ class WallSampler:
         return (time.perf_counter() - t0) / self.reps, (t1 - t0) / self.reps
 
 
-def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRule) -> tuple[list, list, str]:
+def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRule,
+                         before_sample: Callable[[], None] | None = None) -> tuple[list, list, str]:
     """(per-call times, per-call enqueue times, stop reason), sampling with the garbage collector off (as timeit
     does: a collection pause is the interpreter's, not the workload's)."""
     samples: list[float] = []
@@ -269,6 +272,8 @@ def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRul
     try:
         start = time.perf_counter()
         while True:
+            if before_sample is not None:
+                before_sample()
             taken = sampler()
             if taken is not None:
                 samples.append(taken[0])
@@ -283,10 +288,12 @@ def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRul
 
 
 def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, cold: bool = False,
-            graph: bool = False, kind: str = "op") -> Measurement:
+            graph: bool = False, kind: str = "op", before_sample: Callable[[], None] | None = None) -> Measurement:
     """Time `fn` on `device` under `rule` as the case's `kind` asks (`op` or `step`; see the module docstring).
     `cold` flushes L2 before every call (one call per sample); `graph` replays a CUDA graph of the batched calls.
-    Both apply to CUDA ops only, and the record says what ran."""
+    Both apply to CUDA ops only, and the record says what ran. `before_sample` runs before each sample, outside
+    the timed window (the ranks' barrier under torchrun); then every sample is kept, none dropped, so that every
+    rank calls `fn` as often."""
     warm = warm_up(fn, device, rule.warmup_s)
     cuda_op = device.type == "cuda" and kind == "op"
     reps = 1 if (cold and cuda_op) else max(1, math.ceil(rule.min_sample_s / max(warm.call_s, 1e-9)))
@@ -300,11 +307,12 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     held: HeldSampler | None = None
     if cuda_op:
         enqueue = 0.0 if timer == "cuda_graph" else warm.enqueue_s
-        held = HeldSampler(run, device, reps, L2Flush(device) if cold else None, plan_hold(enqueue, reps))
+        held = HeldSampler(run, device, reps, L2Flush(device) if cold else None, plan_hold(enqueue, reps),
+                           may_drop=before_sample is None)
         sampler: Callable[[], Sample] = held
     else:
         sampler = WallSampler(run, device, reps)
-    samples, enqueues, reason = sample_until_stopped(sampler, reps, rule)
+    samples, enqueues, reason = sample_until_stopped(sampler, reps, rule, before_sample)
     if held is not None:
         notes += held.notes
     return Measurement(samples, timer, reps, reason, rel_iqr(samples), warm.calls, bool(cold and cuda_op),

@@ -13,7 +13,7 @@ from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import Extension
 from suites.core.units import parse_bytes
-from suites.harness import results
+from suites.harness import distributed, results
 from suites.harness import session as sessions
 from suites.observers import busy, telemetry, tracing
 
@@ -41,6 +41,9 @@ def add_options(parser: pytest.Parser) -> None:
                     "on a GPU in full); search searches again; off: no pct_achievable")
     group.addoption("--achievable-cache", dest="achievable_cache", default=str(achievable.default_cache()),
                     help="directory of achievable-peak files, one per machine identity (default: %(default)s)")
+    group.addoption("--dist-timeout-s", dest="dist_timeout_s", type=float, default=distributed.DEFAULT_TIMEOUT_S,
+                    help="under torchrun: seconds any collective may wait for the other ranks before the run fails "
+                    f"(default {distributed.DEFAULT_TIMEOUT_S:g})")
 
 
 def configure(config: pytest.Config) -> None:
@@ -52,10 +55,14 @@ def configure(config: pytest.Config) -> None:
     config.stash[SESSION] = sessions.from_config(config)
     config.stash[SESSION].extensions.extend(observers(config))
     option = config.option
+    world = config.stash[SESSION].world
     if hasattr(option, "benchmark_save_data"):
         option.benchmark_save_data = True
         if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
             option.benchmark_autosave = True
+    if world is not None:
+        distributed.quiet_other_ranks(option, world)  # after the autosave choice: ranks > 0 write nothing
+    if hasattr(option, "benchmark_save_data") and (world is None or world.rank == 0):
         results.take_over(config, config.stash[SESSION].not_measured)
 
 
@@ -71,7 +78,8 @@ def observers(config: pytest.Config) -> list[Extension]:
             Path(trace_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise pytest.UsageError(f"--trace-dir {trace_dir}: {exc.strerror or exc}") from None
-        found.append(tracing.TraceExtension(Path(trace_dir)))
+        world = session(config).world
+        found.append(tracing.TraceExtension(Path(trace_dir), None if world is None else world.rank))
     return found
 
 
@@ -93,6 +101,19 @@ def update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     machine_info["telemetry"] = telemetry.machine_info(session(config).extensions)
     if (found := session(config).achievable_info()) is not None:
         machine_info["achievable"] = found
+    if (world := session(config).world) is not None:
+        machine_info["distributed"] = distributed.machine_info(world, session(config).device)
+
+
+def collection_finish(items: list[pytest.Item], config: pytest.Config) -> None:
+    """Under torchrun, check that every rank collected the same cases in the same order."""
+    if (world := session(config).world) is not None:
+        distributed.check_same_cases([item.nodeid for item in items], world)
+
+
+def unconfigure(config: pytest.Config) -> None:
+    if SESSION in config.stash and config.stash[SESSION].world is not None:
+        distributed.leave()
 
 
 def update_json(config: pytest.Config, output_json: dict) -> None:

@@ -22,6 +22,7 @@ from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, Extension, Peaks, run_case
 from suites.core.timing import RULES, StopRule
+from suites.harness import distributed
 
 PROFILES = tuple(RULES)
 SMOKE = StopRule(min_samples=1, min_time_s=0.0, target_rel_iqr=float("inf"), timeout_s=0.0, warmup_s=0.0)
@@ -50,12 +51,22 @@ class BenchSession:
     not_measured: list[dict] = field(default_factory=list)
     achievable_mode: str = "off"  # auto (load this machine's cached peaks or search), search (again), off
     achievable_cache: Path = Path(".")
+    world: distributed.World | None = None  # set under torchrun with several ranks
     _peaks: dict | None = None
     _achievable: achievable.Peaks | str | None = None  # the peaks, or why there are none
 
     @property
     def rule(self) -> StopRule:
         return RULES[self.profile]
+
+    def lockstep(self, disabled: bool) -> tuple[StopRule, distributed.RankLockstep | None]:
+        """The rule of a case and, with several ranks, how they measure it together."""
+        rule = SMOKE if disabled else self.rule
+        if self.world is None:
+            return rule, None
+        samples = 1 if disabled else distributed.SAMPLES[self.profile]
+        return (distributed.lockstep_rule(rule, samples),
+                distributed.RankLockstep(self.world, self.device, self.rule.target_rel_iqr))
 
     def peaks(self, dtype: str | None) -> Peaks:
         """The device's peak FLOP/s for a dtype and its memory bandwidth in GB/s (None on CPU: no honest peak is
@@ -73,6 +84,8 @@ class BenchSession:
         if self._achievable is None:
             if self.achievable_mode == "off":
                 self._achievable = "off (--achievable-peaks off)"
+            elif self.world is not None:
+                self._achievable = "off under torchrun: ranks searching at once would contend for the node"
             else:
                 try:
                     self._achievable = achievable.obtain(self.device, self.profile, self.achievable_cache,
@@ -107,11 +120,15 @@ def from_config(config: pytest.Config) -> BenchSession:
         device = devices.resolve(config.getoption("bench_device"))
     except devices.DeviceError as exc:
         raise pytest.UsageError(str(exc)) from None
+    launched = distributed.launched()  # under torchrun: rank r on cuda:LOCAL_RANK, in the process group
+    if launched:
+        device = distributed.local_device(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
+    world = distributed.join(device, config.getoption("dist_timeout_s")) if launched else None
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
                         achievable_mode=config.getoption("achievable_peaks"),
-                        achievable_cache=Path(config.getoption("achievable_cache")))
+                        achievable_cache=Path(config.getoption("achievable_cache")), world=world)
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -136,8 +153,12 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
 
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:
     """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error)."""
-    rule = SMOKE if benchmark.disabled else session.rule
-    result = run_case(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions)
+    rule, lockstep = session.lockstep(benchmark.disabled)
+    if lockstep is not None:
+        case = lockstep.agreed(case)
+    result = run_case(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep)
+    if lockstep is not None:
+        result = lockstep.settle(result)
     result.extra_info["profile"] = session.profile
     if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
         result.extra_info |= session.pct_achievable(result)

@@ -31,9 +31,11 @@ HEADLINE = ("device", "name", "span_us", "busy_us", "idle_us", "compute_us", "no
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def trace_path(directory: Path, case_id: str) -> Path:
-    """`matmul/square/256x256x256/float32` -> DIR/matmul_square_256x256x256_float32.json.gz."""
-    return directory / f"{_UNSAFE.sub('_', case_id).strip('_')}.json.gz"
+def trace_path(directory: Path, case_id: str, rank: int | None = None) -> Path:
+    """`matmul/square/256x256x256/float32` -> DIR/matmul_square_256x256x256_float32.json.gz; under torchrun each
+    rank writes its own, `...float32.rank1.json.gz` (`python -m reports trace` reads them as one run's ranks)."""
+    suffix = "" if rank is None else f".rank{rank}"
+    return directory / f"{_UNSAFE.sub('_', case_id).strip('_')}{suffix}.json.gz"
 
 
 def profile_calls(fn: Callable[[], object], device: torch.device, path: Path) -> None:
@@ -65,11 +67,11 @@ class TraceExtension(Extension):
 
     A trace that cannot be taken or read is recorded as `trace_error`; the case's measurement stands."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path, rank: int | None = None) -> None:
+        self.directory, self.rank = directory, rank
 
     def after(self, case: Case, workload: Workload, device: torch.device) -> dict:
-        path = trace_path(self.directory, case.id)
+        path = trace_path(self.directory, case.id, self.rank)
         try:
             profile_calls(workload.fn, device, path)
             return {"trace": str(path), "trace_summary": headline(path)}

@@ -54,6 +54,8 @@ def _unique_bytes(tensors: Iterable[torch.Tensor]) -> int:
     seen: set[tuple[str, int]] = set()
     total = 0
     for t in tensors:
+        if hasattr(t, "to_local"):  # a DTensor (FSDP2): this rank holds only its local shard
+            t = t.to_local()
         key = (str(t.device), t.untyped_storage().data_ptr())
         if key not in seen:
             seen.add(key)

@@ -8,6 +8,7 @@ a disabled GradScaler whose calls are pass-throughs, so every precision runs the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterable
@@ -93,6 +94,8 @@ class TrainStep:
     accum: int = 1
     sync: bool = False
     clip: float = 1.0
+    # Where the gradients of all but the last micro-batch stay local (DDP's `no_sync`: one all-reduce per step)
+    no_sync: Callable[[], contextlib.AbstractContextManager] | None = None
     last_loss: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -108,9 +111,11 @@ class TrainStep:
     def __call__(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.device)
-        for x, y in zip(inputs.chunk(self.accum), targets.chunk(self.accum), strict=True):
-            loss = self.forward(x, y) / self.accum
-            self.scaler.scale(loss).backward()
+        for i, (x, y) in enumerate(zip(inputs.chunk(self.accum), targets.chunk(self.accum), strict=True)):
+            local = self.no_sync is not None and i < self.accum - 1
+            with self.no_sync() if local else contextlib.nullcontext():
+                loss = self.forward(x, y) / self.accum
+                self.scaler.scale(loss).backward()
             total += loss.detach()
         self.scaler.unscale_(self.optimizer)
         nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)

@@ -1,0 +1,12 @@
+"""Collectives across message sizes under torchrun: cases from suites/distributed/collectives.py."""
+
+from suites.distributed import collectives
+from suites.harness import plugin
+
+
+def pytest_generate_tests(metafunc):
+    plugin.parametrize(metafunc, collectives.cases)
+
+
+def test_collectives(case, run_case):
+    run_case(case)

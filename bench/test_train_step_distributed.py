@@ -1,0 +1,12 @@
+"""The training step under DDP and FSDP2 against one rank alone: cases from suites/distributed/train_step.py."""
+
+from suites.distributed import train_step
+from suites.harness import plugin
+
+
+def pytest_generate_tests(metafunc):
+    plugin.parametrize(metafunc, train_step.cases)
+
+
+def test_train_step_distributed(case, run_case):
+    run_case(case)

@@ -1,0 +1,171 @@
+"""Distributed runs: nccl-tests' bandwidth formulas, the lockstep stopping rule, and real torchrun runs with gloo
+on this CPU (collectives, a rank whose build fails, a rank that fails or hangs inside the timed loop)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from suites.core.cases import Unsupported
+from suites.core.timing import QUICK, measure
+from suites.distributed import collectives
+from suites.distributed import train_step as dist_train_step
+from suites.harness import distributed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("op", "n", "factor"), [("all_reduce", 8, 1.75), ("all_reduce", 2, 1.0),
+                                                   ("all_gather", 8, 0.875), ("reduce_scatter", 4, 0.75),
+                                                   ("all_to_all", 2, 0.5), ("broadcast", 8, 1.0)])
+def test_bus_factor_is_nccl_tests(op, n, factor):
+    assert collectives.bus_factor(op, n) == pytest.approx(factor)
+
+
+def test_bandwidths_of_one_gigabyte_per_second():
+    bw = collectives.bandwidths("all_reduce", 4, 10**9, 1.0)
+    assert bw == {"algbw_gbps": pytest.approx(1.0), "busbw_gbps": pytest.approx(1.5)}
+
+
+def test_unknown_collective_is_an_error():
+    with pytest.raises(ValueError, match="all_reduce"):
+        collectives.bus_factor("gather", 2)
+
+
+@pytest.mark.parametrize("work", [lambda: None, lambda: torch.randn(300, 300) @ torch.randn(300, 300)],
+                         ids=["instant", "matmul"])
+def test_lockstep_rule_takes_the_same_number_of_calls_whatever_the_timing(work):
+    """Collectives inside the workload must be called as often on every rank: 2 warm-up calls, 1 call per
+    sample, exactly `samples` samples, however fast or noisy the calls are."""
+    calls, barriers = [], []
+    m = measure(lambda: calls.append(work()), torch.device("cpu"), distributed.lockstep_rule(QUICK, 7),
+                before_sample=lambda: barriers.append(1))
+    assert (len(m.samples_s), m.calls_per_sample, m.warmup_calls) == (7, 1, 2)
+    assert (len(calls), len(barriers)) == (9, 7)
+
+
+def test_without_a_process_group_the_cases_say_how_to_launch():
+    case = collectives.cases("quick")[0]
+    with pytest.raises(Unsupported, match="torchrun --nproc-per-node"):
+        case.build(torch.device("cpu"))
+    with pytest.raises(Unsupported, match="torchrun"):
+        dist_train_step.cases("quick")[2].build(torch.device("cpu"))
+
+
+def test_every_collective_and_size_in_the_sweep():
+    ids = {c.id for c in collectives.cases("full")}
+    assert len(ids) == len(collectives.OPS) * 2 * 10
+    assert "collectives/all_reduce/bfloat16/1024MiB" in ids and "collectives/broadcast/float32/4KiB" in ids
+
+
+def _torchrun(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           "-m", "pytest", "-p", "no:cacheprovider", "-q", "--device", "cpu", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=os.environ | {"PYTHONPATH": str(ROOT)} | (env or {}))
+
+
+@pytest.fixture(scope="module")
+def collectives_run(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("dist") / "r.json"
+    proc = _torchrun("bench/test_collectives.py", "--benchmark-only", "--bench-profile", "quick",
+                     "-k", "4KiB or 64KiB", f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"json": json.loads(out.read_text()), "stdout": proc.stdout}
+
+
+slow = pytest.mark.slow  # each runs torchrun with 2 processes
+
+
+@slow
+def test_one_json_with_every_collective_checked(collectives_run):
+    data = collectives_run["json"]
+    assert data["machine_info"]["distributed"] | {"hosts": None, "ranks": None} == {
+        "world_size": 2, "nodes": 1, "ranks_per_node": 2, "backend": "gloo", "hosts": None, "ranks": None}
+    assert [r["device"] for r in data["machine_info"]["distributed"]["ranks"]] == ["cpu", "cpu"]
+    found = {(b["params"]["op"], b["params"]["dtype"], b["params"]["size"]) for b in data["benchmarks"]}
+    assert found == {(op, dt, size) for op in collectives.OPS for dt in ("float32", "bfloat16")
+                     for size in ("4KiB", "64KiB")}
+    for b in data["benchmarks"]:
+        info = b["extra_info"]
+        assert info["status"] == "ok" and info["world_size"] == 2
+        assert info["error_rel"] <= info["tolerance"]
+        if b["params"]["op"] not in collectives.REDUCING:
+            assert info["error_rel"] == 0.0
+
+
+@slow
+def test_the_figure_is_the_slowest_ranks(collectives_run):
+    """Each sample is the maximum over ranks, so the median is at least every rank's own median; the
+    bandwidths follow from that median and the message size."""
+    for b in collectives_run["json"]["benchmarks"]:
+        info, median = b["extra_info"], b["stats"]["median"]
+        assert len(b["stats"]["data"]) == distributed.SAMPLES["quick"]
+        assert median >= max(info["rank_median_s"]) * (1 - 1e-9)
+        algbw = info["message_bytes"] / median / 1e9
+        assert info["algbw_gbps"] == pytest.approx(algbw)
+        assert info["busbw_gbps"] == pytest.approx(algbw * collectives.bus_factor(info["op"], 2))
+
+
+@slow
+def test_only_rank_0_prints_the_table(collectives_run):
+    assert collectives_run["stdout"].count("benchmark 'collectives'") == 1
+
+
+@slow
+def test_a_failing_rank_fails_the_run_with_its_message():
+    """A build failing on rank 1 is recorded on both ranks and the run goes on; an exception inside rank 1's
+    timed loop ends the run with rank 1's message (torchrun stops rank 0, which waits in a barrier)."""
+    start = time.monotonic()
+    proc = _torchrun("tests/data/distributed/ranks_failing.py", "-rs", "--dist-timeout-s", "60")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "unsupported: rank 1: this rank lacks the feature" in out
+    assert "rank 1: failing/loop: RuntimeError: injected failure in the timed loop" in out
+    assert time.monotonic() - start < 55  # the failing rank ended the run, not the timeout
+
+
+@slow
+def test_a_hanging_rank_times_out_instead_of_hanging():
+    start = time.monotonic()
+    proc = _torchrun("tests/data/distributed/ranks_failing.py", "--dist-timeout-s", "5",
+                     env={"RANKS_FAILING_MODE": "hang"})
+    assert proc.returncode != 0
+    assert "rank 0: failing/loop:" in proc.stdout + proc.stderr
+    assert time.monotonic() - start < 120
+
+
+@slow
+def test_ranks_that_collect_other_cases_stop_before_measuring():
+    proc = _torchrun("tests/data/distributed/ranks_failing.py", env={"RANKS_FAILING_MODE": "collect"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "collected other cases than rank" in out and "failing/extra" in out
+    assert "benchmark 'failing'" not in out  # nothing was measured
+
+
+@slow
+def test_ddp_and_fsdp_steps_with_bytes_per_param_per_rank(tmp_path):
+    """FSDP's 2 ranks each hold half of the 16 bytes per parameter that one rank (and DDP with gradient views)
+    holds; the scaling efficiency divides by the local reference measured earlier in the same run."""
+    out = tmp_path / "t.json"
+    proc = _torchrun("bench/test_train_step_distributed.py", "--benchmark-only", "--bench-profile", "quick",
+                     "-k", "(local and not accum) or bucket-view or (fsdp and not bf16 and not reshard)",
+                     f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    found = {b["params"]["lever"] + "/" + b["params"]["strategy"]: b["extra_info"]
+             for b in json.loads(out.read_text())["benchmarks"]}
+    assert set(found) == {"baseline/local", "bucket_view/ddp", "baseline/fsdp"}
+    local, ddp, fsdp = found["baseline/local"], found["bucket_view/ddp"], found["baseline/fsdp"]
+    assert local["bytes_per_param"] == pytest.approx(16, rel=1e-3)
+    assert ddp["bytes_per_param"] == pytest.approx(16, rel=1e-3)
+    assert fsdp["bytes_per_param"] == pytest.approx(local["bytes_per_param"] / 2, rel=1e-3)
+    for info in (ddp, fsdp):
+        assert info["tokens_per_s"] == pytest.approx(2 * info["tokens_per_s_per_rank"])
+        assert info["scaling_efficiency"] == pytest.approx(local["step_wall_s"] / info["step_wall_s"])
+    assert "scaling_efficiency" not in local
