@@ -18,6 +18,11 @@ def pytest_configure(config):
     plugin.configure(config)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own pass, which is the last round
+def pytest_runtestloop(session):
+    plugin.measure_rounds(session)
+
+
 def pytest_benchmark_update_machine_info(config, machine_info):
     plugin.update_machine_info(config, machine_info)
 

@@ -11,6 +11,7 @@ from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import Extension
 from suites.core.units import parse_bytes
+from suites.harness import rounds as bench_rounds
 from suites.harness import session as sessions
 from suites.observers import telemetry, tracing
 
@@ -30,6 +31,9 @@ def add_options(parser: pytest.Parser) -> None:
                     f"(default {telemetry.DEFAULT_INTERVAL_MS:g}); 0 turns telemetry off")
     group.addoption("--trace-dir", dest="trace_dir", default=None,
                     help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
+    group.addoption("--bench-rounds", dest="bench_rounds", type=int, default=1,
+                    help="measure the selection N times in interleaved passes and record each round's median per "
+                    f"case, for verdicts from run-to-run noise (nightly: {bench_rounds.NIGHTLY_ROUNDS})")
     group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=parse_bytes,
                     help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")
 
@@ -62,6 +66,19 @@ def observers(config: pytest.Config) -> list[Extension]:
             raise pytest.UsageError(f"--trace-dir {trace_dir}: {exc.strerror or exc}") from None
         found.append(tracing.TraceExtension(Path(trace_dir)))
     return found
+
+
+def measure_rounds(pytest_session: pytest.Session) -> None:
+    """With --bench-rounds N, N-1 rounds of every selected case before pytest's own pass, which is the last."""
+    config = pytest_session.config
+    s = session(config)
+    bench = getattr(config, "_benchmarksession", None)
+    if s.rounds < 2 or config.option.collectonly or pytest_session.testsfailed or bench is None or bench.disabled:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    report = reporter.write_line if reporter is not None else print
+    cases = bench_rounds.bench_cases(pytest_session.items)
+    s.round_log = bench_rounds.measure_rounds(cases, s.rounds, lambda case: sessions.measure_once(s, case), report)
 
 
 def session(config: pytest.Config) -> sessions.BenchSession:

@@ -20,6 +20,7 @@ from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, Extension, run_case
 from suites.core.timing import RULES, StopRule
+from suites.harness import rounds as bench_rounds
 
 PROFILES = tuple(RULES)
 SMOKE = StopRule(min_samples=1, min_time_s=0.0, target_rel_iqr=float("inf"), timeout_s=0.0, warmup_s=0.0)
@@ -46,11 +47,14 @@ class BenchSession:
     dtypes: list[str] | None
     extensions: list[Extension] = field(default_factory=list)
     not_measured: list[dict] = field(default_factory=list)
+    rounds: int = 1
+    round_log: bench_rounds.RoundLog = field(default_factory=bench_rounds.RoundLog)
     _peaks: dict | None = None
 
     @property
     def rule(self) -> StopRule:
-        return RULES[self.profile]
+        """The profile's rule, or its per-round rule when every case is measured in several rounds."""
+        return bench_rounds.ROUND_RULES[self.profile] if self.rounds > 1 else RULES[self.profile]
 
     def peak_flops(self, dtype: str | None) -> float | None:
         """The device's peak FLOP/s for a dtype (None on CPU: no honest peak is known there)."""
@@ -71,7 +75,13 @@ def from_config(config: pytest.Config) -> BenchSession:
         raise pytest.UsageError(str(exc)) from None
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
-    return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")))
+    return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
+                        rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
+
+
+def measure_once(session: BenchSession, case: Case) -> CaseResult:
+    """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded."""
+    return run_case(case, session.device, session.rule, session.peak_flops(case.peak_dtype))
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -99,6 +109,8 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     rule = SMOKE if benchmark.disabled else session.rule
     result = run_case(case, session.device, rule, session.peak_flops(case.peak_dtype), session.extensions)
     result.extra_info["profile"] = session.profile
+    if session.rounds > 1 and not benchmark.disabled:
+        result.extra_info |= bench_rounds.merge(result, session.round_log.results.get(case.id, []))
     record(benchmark, result)
     if result.measurement is None:
         session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))
