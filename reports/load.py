@@ -20,10 +20,12 @@ from pathlib import Path
 import pandas as pd
 
 from reports.errors import InputError
+from reports.identity import identity_fields
 
 STAT_COLUMNS = {"median": "median_s", "mean": "mean_s", "min": "min_s", "max": "max_s", "stddev": "stddev_s",
                 "iqr": "iqr_s", "q1": "q1_s", "q3": "q3_s", "rounds": "rounds"}
-RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "group", "name", "fullname", "case", "status"]
+RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "machine_id", "group", "name", "fullname", "case",
+               "status"]
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
 KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured"}
 
@@ -94,8 +96,9 @@ def run_fields(path: Path, data: dict) -> dict:
     """The columns every row of one file shares: which run, on which machine and device."""
     machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     commit = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else {}
+    device = device_name(machine)
     return {"file": str(path), "datetime": data.get("datetime"), "commit": commit.get("id"),
-            "machine": machine.get("node"), "device": device_name(machine)}
+            "machine": machine.get("node"), "device": device} | identity_fields(machine, device)
 
 
 def _scalar(value: object) -> bool:
