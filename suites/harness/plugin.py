@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pytest_benchmark.utils import get_tag
 
 from suites.core import device as devices
 from suites.core.cases import Case
@@ -42,7 +43,8 @@ def configure(config: pytest.Config) -> None:
     """Validate the options early (a usage error, not a silent all-skip) and keep raw samples in saved runs.
 
     In a `--benchmark-only` run with no output chosen, results are autosaved into .benchmarks/ so that a run
-    never ends with numbers only on the screen.
+    never ends with numbers only on the screen, under the name `--benchmark-autosave` gives: pytest-benchmark's
+    tag of the commit, date and dirty flag (e.g. 0001_3f2a9c1_20260101_120000_uncommited-changes.json).
     """
     config.stash[SESSION] = sessions.from_config(config)
     config.stash[SESSION].extensions.extend(observers(config))
@@ -50,7 +52,7 @@ def configure(config: pytest.Config) -> None:
     if hasattr(option, "benchmark_save_data"):
         option.benchmark_save_data = True
         if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
-            option.benchmark_autosave = True
+            option.benchmark_autosave = get_tag()
 
 
 def observers(config: pytest.Config) -> list[Extension]:

@@ -45,14 +45,14 @@ def parse_rounds(value: int) -> int:
 def round_order(count: int, index: int, rounds: int) -> list[int]:
     """The order of `count` cases in round `index` (0 is pytest's pass, in collection order).
 
-    Round r starts r/N of the way through the list and odd rounds run backwards, so over N rounds a case sits
-    early, late and in the middle, and never twice next to the same neighbour on the same side for N <= 4.
+    Round r is the collection order rotated to start r/N of the way through it, so over N rounds (N <= count)
+    each case sits at N different moments of a pass: early, late, in the middle. A rotation, unlike a shuffle,
+    guarantees that: a random order leaves some case at the same place in two rounds most of the time.
     """
     if count == 0:
         return []
     start = (index * count) // rounds
-    order = [(start + i) % count for i in range(count)]
-    return order[::-1] if index % 2 else order
+    return [(start + i) % count for i in range(count)]
 
 
 @dataclass
