@@ -180,8 +180,13 @@ def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: fl
 
 
 def _measured(frame: pd.DataFrame) -> pd.DataFrame:
-    """The cases with a timing, keyed by case."""
-    return frame[frame["median_s"].notna()].set_index("case", drop=False) if "median_s" in frame else frame.iloc[:0]
+    """The cases with a speed figure, keyed by case (correctness experiments, `stop_reason` `once`, are not)."""
+    if "median_s" not in frame:
+        return frame.iloc[:0]
+    timed = frame["median_s"].notna()
+    if "stop_reason" in frame:
+        timed &= frame["stop_reason"] != "once"
+    return frame[timed].set_index("case", drop=False)
 
 
 def _one_run(frame: pd.DataFrame, label: str) -> pd.DataFrame:
