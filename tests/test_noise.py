@@ -56,3 +56,12 @@ def test_estimate_uses_the_largest_noise_and_the_floor_when_runs_agree():
     floor = estimate([quiet], quiet, noise_floor_pct=2.0)
     assert floor.ratio == 1.0 and floor.noise_pct == pytest.approx(2.0) and "floor 2 %" in floor.basis
     assert floor.ci_high == pytest.approx(np.exp(1.96 * np.log1p(0.02) * np.sqrt(2)), rel=1e-3)
+
+
+def test_with_a_history_the_run_levels_spread_and_the_rounds_mean_noise_judge():
+    a, b = rows(ROUNDS_A), rows(ROUNDS_B)
+    history, cand = [a[0], b[0], a[1]], b[1]
+    found = estimate(history, cand, noise_floor_pct=0.0)
+    within = within_runs([*history, cand])[0] / np.sqrt(3)
+    assert found.noise_pct == pytest.approx(np.expm1(max(between_runs(history)[0], within)) * 100)
+    assert "3 baseline runs" in found.basis

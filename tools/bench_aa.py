@@ -112,19 +112,19 @@ def main() -> None:
     pairs = list(itertools.pairwise(paths))
     print(f"\n{len(paths)} runs of {cases} measured cases; {len(pairs)} consecutive pairs")
 
+    histories = [(paths[max(0, i - 5):i], p) for i, p in enumerate(paths) if i >= 3]
     aa = [row(f"{a.stem} vs {b.stem}", [a], b) for a, b in pairs]
-    aa += [row(f"last {min(i, 5)} runs vs {p.stem}", paths[max(0, i - 5):i], p)
-           for i, p in enumerate(paths) if i >= 3]
+    aa += [row(f"last {len(base)} runs vs {p.stem}", base, p) for base, p in histories]
     print_rows("A/A (rounds, and history baselines of the runs before)", aa)
     scratch = outdir / "derived"
     scratch.mkdir(exist_ok=True)
     for factor in (1.25, 1.10):
         rows = []
-        for a, b in pairs:
+        for base, b in [([a], b) for a, b in pairs] + histories:
             cand = scratch / f"{b.stem}_x{factor:g}.json"
             cand.write_text(json.dumps(slowed(json.loads(b.read_text()), factor)))
-            r = row(f"{a.stem} vs {b.stem} x{factor:g}", [a], cand)
-            rows.append(r)
+            label = base[0].stem if len(base) == 1 else f"last {len(base)} runs"
+            rows.append(row(f"{label} vs {b.stem} x{factor:g}", base, cand))
         print_rows(f"every case slowed {factor:g}x in the candidate (slower = caught)", rows)
     old = []
     for a, b in pairs:
