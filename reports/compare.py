@@ -151,15 +151,16 @@ def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: fl
     """The verdict for one case measured in the baseline run(s) and the candidate (see the module docstring)."""
     base = [base] if isinstance(base, pd.Series) else base
     limit = 1 + threshold_pct / 100
+    newest = base[-1]
     verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure",
-                      ratio=cand["median_s"] / base[0]["median_s"], ci_low=None, ci_high=None, p_value=None,
-                      baseline_s=base[0]["median_s"], candidate_s=cand["median_s"], threshold_pct=threshold_pct)
+                      ratio=cand["median_s"] / newest["median_s"], ci_low=None, ci_high=None, p_value=None,
+                      baseline_s=newest["median_s"], candidate_s=cand["median_s"], threshold_pct=threshold_pct)
     from_samples = not noise.has_between_run_data(base, cand)
-    if from_samples:
-        _from_samples(verdict, base[-1], cand)
+    if from_samples:  # nothing beyond one run's samples: the newest baseline run against the candidate
+        _from_samples(verdict, newest, cand)
     else:
         _from_noise(verdict, base, cand, noise_floor_pct)
-    doubt = _doubt(base, cand, from_samples)
+    doubt = _doubt([newest] if from_samples else base, cand, from_samples)
     significant = verdict.p_value is not None and verdict.p_value < alpha
     if doubt:
         verdict.note = doubt
@@ -169,10 +170,10 @@ def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: fl
         verdict.verdict = "faster"
     elif 1 / limit <= verdict.ratio <= limit:
         verdict.verdict = "same"
-    elif not from_samples:
+    elif not significant and not from_samples:
         verdict.note = f"within this case's run-to-run noise ({verdict.noise_pct:.1f} % per run, {verdict.basis})"
     elif not significant:
-        verdict.note = f"not significant (p={verdict.p_value:.2g}, {len(base[-1]['samples_s'])} vs " \
+        verdict.note = f"not significant (p={verdict.p_value:.2g}, {len(newest['samples_s'])} vs " \
                        f"{len(cand['samples_s'])} samples)"
     else:
         verdict.note = f"the 95 % interval reaches inside the {threshold_pct:g} % threshold"
