@@ -10,9 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from suites.core.timing import RULES
-from suites.harness.rounds import ROUND_RULES, round_order
+from suites.harness.rounds import ROUND_RULES, in_rounds, round_order
+from suites.harness.session import BenchSession
+from suites.ops import matmul
+from suites.training import numerics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,3 +68,11 @@ def test_zero_rounds_is_a_usage_error():
     proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", "0",
                    "--collect-only")
     assert proc.returncode == 4 and "--bench-rounds 0: expected a number of rounds >= 1" in proc.stderr
+
+
+def test_speed_cases_are_measured_in_rounds_and_correctness_experiments_once():
+    session = BenchSession(torch.device("cpu"), "quick", None, rounds=3)
+    (gemm, *_), (experiment, *_) = matmul.cases("quick"), numerics.cases("quick")
+    assert in_rounds(gemm) and session.rule(gemm) == ROUND_RULES["quick"]
+    assert not in_rounds(experiment) and session.rule(experiment) == RULES["quick"]
+    assert BenchSession(torch.device("cpu"), "full", None).rule(gemm) == RULES["full"]

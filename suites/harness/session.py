@@ -51,10 +51,11 @@ class BenchSession:
     round_log: bench_rounds.RoundLog = field(default_factory=bench_rounds.RoundLog)
     _peaks: dict | None = None
 
-    @property
-    def rule(self) -> StopRule:
-        """The profile's rule, or its per-round rule when every case is measured in several rounds."""
-        return bench_rounds.ROUND_RULES[self.profile] if self.rounds > 1 else RULES[self.profile]
+    def rule(self, case: Case) -> StopRule:
+        """The profile's rule, or its per-round rule when the case is measured in several rounds."""
+        if self.rounds > 1 and bench_rounds.in_rounds(case):
+            return bench_rounds.ROUND_RULES[self.profile]
+        return RULES[self.profile]
 
     def peak_flops(self, dtype: str | None) -> float | None:
         """The device's peak FLOP/s for a dtype (None on CPU: no honest peak is known there)."""
@@ -81,7 +82,7 @@ def from_config(config: pytest.Config) -> BenchSession:
 
 def measure_once(session: BenchSession, case: Case) -> CaseResult:
     """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded."""
-    return run_case(case, session.device, session.rule, session.peak_flops(case.peak_dtype))
+    return run_case(case, session.device, session.rule(case), session.peak_flops(case.peak_dtype))
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -106,10 +107,10 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
 
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:
     """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error)."""
-    rule = SMOKE if benchmark.disabled else session.rule
+    rule = SMOKE if benchmark.disabled else session.rule(case)
     result = run_case(case, session.device, rule, session.peak_flops(case.peak_dtype), session.extensions)
     result.extra_info["profile"] = session.profile
-    if session.rounds > 1 and not benchmark.disabled:
+    if session.rounds > 1 and not benchmark.disabled and bench_rounds.in_rounds(case):
         result.extra_info |= bench_rounds.merge(result, session.round_log.results.get(case.id, []))
     record(benchmark, result)
     if result.measurement is None:
