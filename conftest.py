@@ -26,6 +26,11 @@ def pytest_unconfigure(config):
     plugin.unconfigure(config)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own pass, which is the last round
+def pytest_runtestloop(session):
+    plugin.measure_rounds(session)
+
+
 def pytest_benchmark_update_machine_info(config, machine_info):
     plugin.update_machine_info(config, machine_info)
 

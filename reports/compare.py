@@ -1,25 +1,29 @@
 """`python -m reports compare BASELINE CANDIDATE`: did any case get slower? One verdict per case, for nightly CI.
 
-A verdict needs both a real difference and a large enough one, read from the raw samples of the two runs:
-- the ratio of medians, candidate / baseline, and a 95 % bootstrap interval of it (scipy.stats.bootstrap,
-  each run resampled on its own), against a minimum effect (default 5 %, settable per group: attention
-  kernels are noisier than a big GEMM);
-- a two-sided Mann-Whitney U test (scipy), which assumes nothing about the shape of timing distributions
-  (skewed, with outliers) and needs no equal variances.
+A nightly job compares runs, so a verdict is judged against how much the case moves from one run to the next
+(reports/noise.py): the spread of its round medians (`--bench-rounds N`) and, when BASELINE is a directory of
+runs, the spread of the last K runs of the candidate's machine (`--last`, default 5), which are also the
+baseline level, so one lucky or unlucky night is not the reference. From that noise come the ratio of levels,
+candidate / baseline, its 95 % interval and a p-value (Student's t on log levels), against a minimum effect
+(default 5 %, settable per group: attention kernels are noisier than a big GEMM).
 
-`slower`: the whole interval lies above 1 + threshold and the rank test is significant; `faster`: the whole
-interval lies below 1 / (1 + threshold) and the test is significant; `same`: the ratio lies within the band;
-`unsure`: everything else: the ratio is outside the band but the samples cannot show that the change reaches
-the threshold (too few, too noisy), or either run did not converge, was throttled, or has no raw samples.
-So `slower` means "at least threshold slower, with 95 % confidence", and an `unsure` case never fails CI.
+`slower`: the whole interval lies above 1 + threshold and p < alpha; `faster`: the whole interval lies below
+1 / (1 + threshold) and p < alpha; `same`: the ratio lies within the band; `unsure`: everything else, with the
+reason: the change is outside the band but within the case's own run-to-run noise, or a run was throttled.
+So `slower` means "at least threshold slower, beyond this case's run-to-run noise", and an `unsure` case never
+fails CI. Two single runs without rounds carry no between-run information; they are judged, as before, from
+their raw samples (a two-sided Mann-Whitney U test and a bootstrap interval of the ratio of medians), which
+understates run-to-run noise: on this 2-core CPU shared with other jobs, two quick runs a minute apart made
+nightly CI fail two times in three that way. A run that did not converge is then `unsure` too; with rounds it
+is not, since the spread between rounds is what judges it. Cases measured in one run only are listed as added
+or removed (with the status, e.g. oom, that replaced a removed case's timing), and any difference of machine
+identity (machine, driver, CUDA, cuDNN, torch, world size) is named in the header.
 Throttled means what makes a timing untrustworthy (thermal or hardware slowdown, power brake; see
 suites/observers/telemetry.py); running at the power cap is the normal state of a busy GPU and is not doubt. Where
-the median SM clock of the two runs differs by `CLOCK_NOTE_PCT` or more, the verdict's note says so: a change of
-clock explains a change of time. Correctness experiments (`stop_reason` `once`) are not speed figures and get no
-verdict.
-(On this 2-core CPU shared with other jobs, two back-to-back runs differed by +5.4 % [+2.4 %, +13 %] on one
-case with fully separated samples: a rank test alone would have failed CI on noise.) Cases measured in one
-run only are listed as added or removed (with the status, e.g. oom, that replaced a removed case's timing).
+the median SM clock of the newest baseline run and the candidate differs by `CLOCK_NOTE_PCT` or more, the
+verdict's note says so: a change of clock explains a change of time. Correctness experiments (`stop_reason`
+`once`) are not speed figures and get no verdict. A candidate cut short (`incomplete`) fails the gate, and its
+unreached cases are listed as not measured, not as removed.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import pandas as pd
 from scipy import stats
 from tabulate import tabulate
 
+from reports import identity, noise
 from reports.errors import InputError
 from reports.load import load, warn
 from reports.table import format_time
@@ -41,6 +46,7 @@ VERDICTS = ("slower", "faster", "unsure", "same")
 DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_ALPHA = 0.01  # many cases are tested per run: a strict level keeps false alarms rare
 CLOCK_NOTE_PCT = 3.0  # a difference of median SM clock that can explain a change of time of the same order
+DEFAULT_LAST = 5  # baseline runs taken from a history directory
 
 
 @dataclass
@@ -58,6 +64,8 @@ class Verdict:
     candidate_s: float | None
     threshold_pct: float
     note: str = ""
+    noise_pct: float | None = None  # the case's run-to-run noise (one run's level), when known
+    basis: str = "samples"  # what judged the change: "samples" of one run each, or rounds and runs
 
 
 @dataclass
@@ -72,6 +80,7 @@ class Comparison:
     broken: list[str] = field(default_factory=list)  # timed in the baseline, now oom or error: a regression too
     incomplete: str | None = None  # why the candidate run was cut short, when it was
     unmeasured: list[str] = field(default_factory=list)  # timed in the baseline, not reached by the cut-short run
+    identity_changes: list[str] = field(default_factory=list)  # e.g. "torch 2.5.1 -> 2.6.0"
 
     def count(self, verdict: str) -> int:
         return sum(v.verdict == verdict for v in self.verdicts)
@@ -111,17 +120,22 @@ def _flag(row: pd.Series, column: str, value: bool) -> bool:
     return isinstance(field, bool | np.bool_) and bool(field) == value
 
 
-def _doubt(base: pd.Series, cand: pd.Series) -> str:
-    """Why a timing cannot carry a verdict whatever the numbers say, or '' when both runs are trustworthy."""
+def _doubt(base: list[pd.Series], cand: pd.Series, from_samples: bool) -> str:
+    """Why a timing cannot carry a verdict whatever the numbers say, or '' when every run is trustworthy.
+
+    Judged from one run's samples, a run that did not converge or has no raw samples cannot be judged; judged
+    from rounds and runs, their spread already says how far a case can be trusted, and only throttling counts.
+    """
     reasons = []
-    for side, row in (("baseline", base), ("candidate", cand)):
-        if _flag(row, "converged", False):
+    sides = [("baseline", row) for row in base] + [("candidate", cand)]
+    for side, row in sides:
+        if from_samples and _flag(row, "converged", False):
             reasons.append(f"{side} not converged")
         if _flag(row, "throttled", True):
             reasons.append(f"{side} throttled")
-        if not isinstance(row.get("samples_s"), list):
+        if from_samples and not isinstance(row.get("samples_s"), list):
             reasons.append(f"{side} has no raw samples")
-    return ", ".join(reasons)
+    return ", ".join(dict.fromkeys(reasons))
 
 
 def clock_note(base: pd.Series, cand: pd.Series) -> str:
@@ -133,18 +147,39 @@ def clock_note(base: pd.Series, cand: pd.Series) -> str:
     return f"SM clock {b:.0f} -> {c:.0f} MHz ({change:+.1f} %)" if abs(change) >= CLOCK_NOTE_PCT else ""
 
 
-def decide(base: pd.Series, cand: pd.Series, threshold_pct: float, alpha: float = DEFAULT_ALPHA) -> Verdict:
-    """The verdict for one case measured in both runs (see the module docstring for the rule)."""
-    limit = 1 + threshold_pct / 100
-    ratio = cand["median_s"] / base["median_s"]
-    verdict = Verdict(case=base["case"], group=base.get("group"), verdict="unsure", ratio=ratio, ci_low=None,
-                      ci_high=None, p_value=None, baseline_s=base["median_s"], candidate_s=cand["median_s"],
-                      threshold_pct=threshold_pct)
-    doubt = _doubt(base, cand)
+def _from_samples(verdict: Verdict, base: pd.Series, cand: pd.Series) -> None:
+    """p-value and interval from the raw samples of two single-round runs (no between-run information)."""
     if isinstance(base.get("samples_s"), list) and isinstance(cand.get("samples_s"), list):
         b, c = np.asarray(base["samples_s"], float), np.asarray(cand["samples_s"], float)
         verdict.p_value = float(stats.mannwhitneyu(b, c, alternative="two-sided").pvalue)
         verdict.ci_low, verdict.ci_high = ratio_interval(b, c)
+
+
+def _from_noise(verdict: Verdict, base: list[pd.Series], cand: pd.Series, noise_floor_pct: float) -> None:
+    """Ratio of levels, interval and p-value judged by the case's run-to-run noise (reports/noise.py)."""
+    found = noise.estimate(base, cand, noise_floor_pct)
+    verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.p_value = (found.ratio, found.ci_low, found.ci_high,
+                                                                       found.p_value)
+    verdict.baseline_s = float(np.median([noise.level(r) for r in base]))
+    verdict.candidate_s = noise.level(cand)
+    verdict.noise_pct, verdict.basis = found.noise_pct, found.basis
+
+
+def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: float, alpha: float = DEFAULT_ALPHA,
+           noise_floor_pct: float = noise.DEFAULT_NOISE_FLOOR_PCT) -> Verdict:
+    """The verdict for one case measured in the baseline run(s) and the candidate (see the module docstring)."""
+    base = [base] if isinstance(base, pd.Series) else base
+    limit = 1 + threshold_pct / 100
+    newest = base[-1]
+    verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure",
+                      ratio=cand["median_s"] / newest["median_s"], ci_low=None, ci_high=None, p_value=None,
+                      baseline_s=newest["median_s"], candidate_s=cand["median_s"], threshold_pct=threshold_pct)
+    from_samples = not noise.has_between_run_data(base, cand)
+    if from_samples:  # nothing beyond one run's samples: the newest baseline run against the candidate
+        _from_samples(verdict, newest, cand)
+    else:
+        _from_noise(verdict, base, cand, noise_floor_pct)
+    doubt = _doubt([newest] if from_samples else base, cand, from_samples)
     significant = verdict.p_value is not None and verdict.p_value < alpha
     if doubt:
         verdict.note = doubt
@@ -152,15 +187,27 @@ def decide(base: pd.Series, cand: pd.Series, threshold_pct: float, alpha: float 
         verdict.verdict = "slower"
     elif significant and verdict.ci_high < 1 / limit:
         verdict.verdict = "faster"
-    elif 1 / limit <= ratio <= limit:
+    elif 1 / limit <= verdict.ratio <= limit:
         verdict.verdict = "same"
+    elif not significant and not from_samples:
+        verdict.note = f"within this case's run-to-run noise ({verdict.noise_pct:.1f} % per run, {verdict.basis})"
     elif not significant:
-        verdict.note = f"not significant (p={verdict.p_value:.2g}, {len(base['samples_s'])} vs " \
+        verdict.note = f"not significant (p={verdict.p_value:.2g}, {len(newest['samples_s'])} vs " \
                        f"{len(cand['samples_s'])} samples)"
     else:
         verdict.note = f"the 95 % interval reaches inside the {threshold_pct:g} % threshold"
-    verdict.note = "; ".join(note for note in (verdict.note, clock_note(base, cand)) if note)
+    verdict.note = "; ".join(note for note in (verdict.note, clock_note(newest, cand)) if note)
     return verdict
+
+
+def _measured(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cases with a speed figure, keyed by case (correctness experiments, `stop_reason` `once`, are not)."""
+    if "median_s" not in frame:
+        return frame.iloc[:0]
+    timed = frame["median_s"].notna()
+    if "stop_reason" in frame:
+        timed &= frame["stop_reason"] != "once"
+    return frame[timed].set_index("case", drop=False)
 
 
 def _one_run(frame: pd.DataFrame, label: str) -> pd.DataFrame:
@@ -168,12 +215,37 @@ def _one_run(frame: pd.DataFrame, label: str) -> pd.DataFrame:
     files = frame["file"].unique()
     if len(files) != 1:
         raise InputError(f"{label}: expected one result file, got {len(files)} runs")
-    if "median_s" not in frame:
-        return frame.iloc[:0]
-    timed = frame["median_s"].notna()
-    if "stop_reason" in frame:
-        timed &= frame["stop_reason"] != "once"  # correctness experiments: not speed figures
-    return frame[timed].set_index("case", drop=False)
+    return _measured(frame)
+
+
+def history_baseline(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, last: int) -> pd.DataFrame:
+    """The last `last` runs of the candidate's machine in a baseline of several runs (a history directory).
+
+    The candidate's own file and runs marked incomplete are left out; which runs are good enough to be a
+    baseline is the caller's choice of directory (the nightly workflow keeps only runs that passed).
+    """
+    files = base_frame["file"].unique()
+    if len(files) == 1:
+        return base_frame
+    frame = base_frame[~base_frame["file"].isin(cand_frame["file"].unique())]
+    if "incomplete_reason" in frame:
+        frame = frame[frame["incomplete_reason"].isna()]
+    machine = cand_frame["machine_id"].iloc[0]
+    same = frame[frame["machine_id"] == machine]
+    if same.empty:
+        found = ", ".join(sorted(frame["machine_id"].dropna().unique())) or "none"
+        raise InputError(f"baseline: no run of the candidate's machine {machine!r} among {len(files)} runs "
+                         f"(machines there: {found})")
+    order = same.groupby("file")["datetime"].first().sort_values(kind="stable")
+    return same[same["file"].isin(order.index[-last:])]
+
+
+def _describe(frame: pd.DataFrame) -> str:
+    files = frame["file"].unique()
+    if len(files) == 1:
+        return str(files[0])
+    newest = frame.sort_values("datetime", kind="stable")["file"].iloc[-1]
+    return f"{len(files)} runs of machine {frame['machine_id'].iloc[0]!r}, newest {newest}"
 
 
 def check_devices(base: pd.DataFrame, cand: pd.DataFrame, allow: bool) -> None:
@@ -199,16 +271,23 @@ def _with_status(case: str, frame: pd.DataFrame) -> str:
 
 def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
             group_thresholds: dict[str, float] | None = None, alpha: float = DEFAULT_ALPHA,
-            allow_different_devices: bool = False) -> Comparison:
-    """Verdicts for every case measured in both runs; cases measured in one only are added or removed."""
-    base, cand = _one_run(base_frame, "baseline"), _one_run(cand_frame, "candidate")
+            allow_different_devices: bool = False, last: int = DEFAULT_LAST,
+            noise_floor_pct: float = noise.DEFAULT_NOISE_FLOOR_PCT) -> Comparison:
+    """Verdicts for every case measured in the candidate and the baseline; cases measured in one only are added
+    or removed. A baseline of several runs is a history: its last `last` runs of the candidate's machine."""
+    _one_run(cand_frame, "candidate")
+    base_frame = history_baseline(base_frame, cand_frame, last)
     check_devices(base_frame, cand_frame, allow_different_devices)
+    base, cand = _measured(base_frame), _measured(cand_frame)
+    runs = {file: part for file, part in base.groupby("file", sort=False)}
+    order = base.groupby("file")["datetime"].first().sort_values(kind="stable").index
     group_thresholds = group_thresholds or {}
-    common = [case for case in base.index if case in cand.index]
-    verdicts = [decide(base.loc[case], cand.loc[case], group_thresholds.get(base.loc[case, "group"], threshold_pct),
-                       alpha) for case in common]
-    order = {v: i for i, v in enumerate(VERDICTS)}
-    verdicts.sort(key=lambda v: (order[v.verdict], -abs(np.log(v.ratio))))
+    common = sorted(set(base.index) & set(cand.index), key=list(dict.fromkeys(base.index)).index)
+    verdicts = [decide([runs[f].loc[case] for f in order if case in runs[f].index], cand.loc[case],
+                       group_thresholds.get(cand.loc[case, "group"], threshold_pct), alpha, noise_floor_pct)
+                for case in common]
+    rank = {v: i for i, v in enumerate(VERDICTS)}
+    verdicts.sort(key=lambda v: (rank[v.verdict], -abs(np.log(v.ratio))))
     gone = sorted(set(base.index) - set(cand.index))
     failing = set(cand_frame.loc[cand_frame["status"].isin(["oom", "error"]), "case"])
     incomplete = incomplete_reason(cand_frame)
@@ -216,9 +295,10 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
     return Comparison(verdicts, added=sorted(set(cand.index) - set(base.index)),
                       removed=[_with_status(case, cand_frame) for case in gone
                                if case not in failing and case not in unreached],
-                      baseline=base_frame["file"].iloc[0], candidate=cand_frame["file"].iloc[0],
+                      baseline=_describe(base_frame), candidate=cand_frame["file"].iloc[0],
                       broken=[_with_status(case, cand_frame) for case in gone if case in failing],
-                      incomplete=incomplete, unmeasured=sorted(unreached))
+                      incomplete=incomplete, unmeasured=sorted(unreached),
+                      identity_changes=identity.differences(base_frame, cand_frame))
 
 
 def incomplete_reason(frame: pd.DataFrame) -> str | None:
@@ -257,7 +337,8 @@ def verdict_table(verdicts: list[Verdict]) -> list[dict]:
     """Rows for tabulate: times formatted, change in percent with its interval."""
     return [{"verdict": v.verdict, "case": v.case, "baseline": format_time(v.baseline_s),
              "candidate": format_time(v.candidate_s), "change": _pct(v.ratio), "95% CI": _interval(v),
-             "p": "" if v.p_value is None else f"{v.p_value:.2g}", "threshold": f"{v.threshold_pct:g} %",
+             "p": "" if v.p_value is None else f"{v.p_value:.2g}",
+             "noise": "" if v.noise_pct is None else f"{v.noise_pct:.1f} %", "threshold": f"{v.threshold_pct:g} %",
              "note": v.note} for v in verdicts]
 
 
@@ -272,7 +353,13 @@ def render(result: Comparison, markdown: bool) -> str:
     """The report: summary, the cases that changed or are unsure, then (collapsed in markdown) the same ones."""
     fmt = "github" if markdown else "simple"
     head = "## Benchmark comparison\n\n" if markdown else ""
-    lines = [f"{head}baseline: {result.baseline}\ncandidate: {result.candidate}\n", summary_line(result)]
+    lines = [f"{head}baseline: {result.baseline}\ncandidate: {result.candidate}"]
+    if result.identity_changes:
+        changed = "; ".join(result.identity_changes)
+        lines.append(f"{'**' if markdown else ''}identity differs: {changed}{'**' if markdown else ''}"
+                     " (a likely cause of any change below)")
+    lines.append("")
+    lines.append(summary_line(result))
     if result.regressed:
         lines.append(f"\n{'**' if markdown else ''}REGRESSION: {result.count('slower')} case(s) slower, "
                      f"{len(result.broken)} timed before and failing now{'**' if markdown else ''}")
@@ -335,8 +422,13 @@ def _number(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     group_thresholds = parse_group_thresholds(args.threshold_group)
+    if args.last < 1:
+        raise InputError(f"--last {args.last}: expected a number of baseline runs >= 1")
+    if not (math.isfinite(args.noise_floor) and args.noise_floor >= 0):
+        raise InputError(f"--noise-floor {args.noise_floor}: must be a finite percentage >= 0")
     base, cand = load([args.baseline]), load([args.candidate])
-    result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices)
+    result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices,
+                     args.last, args.noise_floor)
     if args.json:
         write_verdicts(result, args.json)
     print(render(result, args.markdown))
@@ -357,7 +449,8 @@ def write_verdicts(result: Comparison, path: str) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("compare", help="per-case verdicts between a baseline and a candidate run")
-    parser.add_argument("baseline", help="pytest-benchmark JSON of the reference run")
+    parser.add_argument("baseline", help="pytest-benchmark JSON of the reference run, or a directory of good runs "
+                        "(a history: the last --last runs of the candidate's machine are the baseline)")
     parser.add_argument("candidate", help="pytest-benchmark JSON of the run to judge")
     parser.add_argument("--threshold", type=percent, default=DEFAULT_THRESHOLD_PCT,
                         help="minimum effect in percent (default: 5)")
@@ -365,6 +458,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="minimum effect for one group, e.g. attention=10 (repeatable)")
     parser.add_argument("--alpha", type=probability, default=DEFAULT_ALPHA,
                         help="significance level of the Mann-Whitney U test (default: 0.01)")
+    parser.add_argument("--last", type=int, default=DEFAULT_LAST,
+                        help=f"baseline runs taken from a history directory (default: {DEFAULT_LAST})")
+    parser.add_argument("--noise-floor", type=float, default=noise.DEFAULT_NOISE_FLOOR_PCT,
+                        help="smallest run-to-run noise assumed for a case, percent (default: "
+                        f"{noise.DEFAULT_NOISE_FLOOR_PCT:g})")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown, e.g. for $GITHUB_STEP_SUMMARY")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when any case is slower or fails now, when the candidate run is incomplete, "

@@ -33,12 +33,17 @@ FIGURES = ["system", "time", "tflops", "pct_peak", "pct_achievable", "busbw_gbps
 
 
 def systems(frame: pd.DataFrame) -> pd.Series:
-    """The label of each row's system: the device, plus the machine when one device name ran on several."""
-    machines = frame.groupby("device")["machine"].nunique()
-    shared = machines[machines > 1].index
+    """The label of each row's system: the device, plus the machine when one device name ran on several machines
+    (by identity: two boxes of one GPU model are two systems), named by its node, or its identity when the
+    nodes share a name."""
+    key = "machine_id" if "machine_id" in frame else "machine"
+    machines = frame.groupby("device")[key].nunique()
+    nodes = frame.groupby("device")["machine"].nunique()
     label = frame["device"].astype(str)
-    many = frame["device"].isin(shared)
-    return label.where(~many, label + " @ " + frame["machine"].astype(str))
+    many = frame["device"].isin(machines[machines > 1].index)
+    by_node = frame["device"].map(nodes) == frame["device"].map(machines)
+    suffix = (" @ " + frame["machine"].astype(str)).where(by_node, " [" + frame[key].astype(str) + "]")
+    return label.where(~many, label + suffix)
 
 
 def latest(frame: pd.DataFrame) -> pd.DataFrame:
@@ -81,11 +86,16 @@ def shared(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows.groupby("case")["system"].transform("nunique") > 1]
 
 
-def table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The readable columns of side_by_side for one group: its axes, the system, and the figures."""
+def table(rows: pd.DataFrame, torch: bool = False) -> pd.DataFrame:
+    """The readable columns of side_by_side for one group: its axes, the system (and with `torch` the torch
+    version of its run), and the figures."""
     axes = axes_of(rows)
     shown = rows.assign(time=rows["median_s"].map(format_time))
+    if torch and "torch_version" in shown:
+        shown["torch"] = shown["torch_version"]
     figures = [c for c in FIGURES if c in shown and shown[c].notna().any()]
+    if "torch" in shown:
+        figures.insert(1, "torch")
     result = shown[axes + figures].astype(object)
     return result.where(result.notna(), None)
 
@@ -148,10 +158,10 @@ def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
     return [path for path in drawn if path is not None]
 
 
-def render(rows: pd.DataFrame, baseline: str, fmt: str) -> str:
+def render(rows: pd.DataFrame, baseline: str, fmt: str, torch: bool = False) -> str:
     parts = [f"baseline: {baseline}; speedup = baseline time / time"]
     for group, part in rows.groupby(rows["group"].fillna("(no group)"), sort=True):
-        parts.append(f"## {group}\n\n" + tabulate(table(part), headers="keys", tablefmt=fmt, showindex=False,
+        parts.append(f"## {group}\n\n" + tabulate(table(part, torch), headers="keys", tablefmt=fmt, showindex=False,
                                                   floatfmt=".4g", missingval=""))
     return "\n\n".join(parts)
 
@@ -160,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     rows, baseline = side_by_side(load(args.results), args.baseline)
     if rows["system"].nunique() < 2:
         print(f"note: only one system ({baseline}) in the results; nothing to set side by side")
-    print(render(rows, baseline, "github" if args.markdown else "simple"))
+    print(render(rows, baseline, "github" if args.markdown else "simple", args.torch))
     if args.out:
         for path in plots(rows, baseline, Path(args.out)):
             print(path)
@@ -172,5 +182,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("results", nargs="+", help="pytest-benchmark JSON files or directories, from any machines")
     parser.add_argument("--baseline", help="system the speed-up is measured against (default: the first file's)")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown tables")
+    parser.add_argument("--torch", action="store_true", help="add the torch version of each system's run as a column")
     parser.add_argument("-o", "--out", help="write bar plots (PNG) into this directory")
     parser.set_defaults(func=run)

@@ -1,8 +1,10 @@
 """`python -m reports history DIR`: each case's median over the stored runs, the steps in it, and trend plots.
 
-Runs are ordered by their `datetime`; a case's series is kept per device (a history mixing GPUs is two
-histories). Steps come from `reports.stats.steps` (a penalized piecewise-constant fit, as asv does) and are
-named by the run where the new level starts: its date, commit and file, which is what a person bisecting needs.
+Runs are ordered by their `datetime`; a case's series is kept per machine identity (`machine_id`: a GPU's UUID,
+so two boxes of one GPU model are two histories, as are a 1-thread and a 2-thread CPU run), labelled by the
+device name, with the machine beside it when one device name has several. Steps come from `reports.stats.steps`
+(a penalized piecewise-constant fit, as asv does) and are named by the run where the new level starts: its date,
+commit and file, which is what a person bisecting needs, and the torch upgrade when one happened there.
 """
 
 from __future__ import annotations
@@ -46,20 +48,37 @@ class Trend:
         commit = str(run["commit"])[:8] if isinstance(run["commit"], str) else "no commit"
         return f"{when} {commit} ({Path(run['file']).name})"
 
+    def software_change(self, index: int) -> str:
+        """` (torch A -> B)` when the torch version changed at this run, a likely cause of a step there."""
+        if "torch_version" not in self.runs or index == 0:
+            return ""
+        before, after = self.runs["torch_version"].iloc[index - 1], self.runs["torch_version"].iloc[index]
+        return f" (torch {before} -> {after})" if before != after else ""
+
     def describe_steps(self) -> str:
-        return "; ".join(f"{(s.ratio - 1) * 100:+.1f} % at {self.run_label(s.at)}" for s in self.steps)
+        return "; ".join(f"{(s.ratio - 1) * 100:+.1f} % at {self.run_label(s.at)}{self.software_change(s.at)}"
+                         for s in self.steps)
+
+
+def series_labels(frame: pd.DataFrame) -> pd.Series:
+    """Each row's series label: its device, plus the machine when one device name ran on several machines."""
+    machines = frame.groupby("device")["machine_id"].nunique()
+    shared = frame["device"].isin(machines[machines > 1].index)
+    return frame["device"].where(~shared, frame["device"] + " [" + frame["machine_id"].astype(str) + "]")
 
 
 def trends(frame: pd.DataFrame, min_effect_pct: float = 5.0) -> list[Trend]:
-    """A Trend per (device, case) with at least one timing; cases with steps first, then by group and case."""
+    """A Trend per (machine, case) with at least one timing; cases with steps first, then by group and case."""
     measured = frame[frame["median_s"] > 0] if "median_s" in frame else frame.iloc[:0]
     if measured.empty:
         raise InputError("history: the results hold no timed case")
-    columns = [c for c in ("datetime", "commit", "file", "median_s", "q1_s", "q3_s") if c in measured]
+    measured = measured.assign(series=series_labels(measured))
+    columns = [c for c in ("datetime", "commit", "file", "median_s", "q1_s", "q3_s", "torch_version")
+               if c in measured]
     out = []
-    for (device, case), part in measured.groupby(["device", "case"], sort=True):
+    for (_, case), part in measured.groupby(["machine_id", "case"], sort=True):
         series = part.sort_values(["datetime", "file"], kind="stable")[columns].reset_index(drop=True)
-        out.append(Trend(case, part["group"].iloc[0], device, series,
+        out.append(Trend(case, part["group"].iloc[0], part["series"].iloc[0], series,
                          steps(series["median_s"].to_numpy(), min_effect_pct / 100)))
     return sorted(out, key=lambda t: (not t.steps, str(t.group), t.case, t.device))
 

@@ -24,9 +24,11 @@ import pandas as pd
 
 from reports import validate
 from reports.errors import InputError
+from reports.identity import identity_fields
 from reports.validate import warn
 
-RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "group", "name", "fullname", "case", "status"]
+RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "machine_id", "group", "name", "fullname", "case",
+               "status"]
 JOURNAL_SUFFIX = ".journal"
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
 KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
@@ -125,8 +127,9 @@ def run_fields(path: Path, data: dict) -> dict:
     """The columns every row of one file shares: which run, on which machine and device."""
     machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     commit = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else {}
+    device = device_name(machine)
     fields = {"file": str(path), "datetime": data.get("datetime"), "commit": commit.get("id"),
-              "machine": machine.get("node"), "device": device_name(machine)}
+              "machine": machine.get("node"), "device": device} | identity_fields(machine, device)
     if data.get("incomplete") is True:  # the run was cut short: its missing cases were not measured, not removed
         reason = data.get("incomplete_reason")
         fields["incomplete_reason"] = reason if isinstance(reason, str) and reason else "no reason recorded"

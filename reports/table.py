@@ -39,17 +39,20 @@ def format_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.4g} ns"
 
 
-def group_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The columns worth showing for one group: its axes, the median time (device time of an op, wall time of a
-    step), the host's enqueue time and whether the host was the bottleneck, and figures."""
+def group_table(frame: pd.DataFrame, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The columns worth showing for one group: its axes, the `extra` run columns asked for (e.g. `torch`), the
+    median time (device time of an op, wall time of a step), the host's enqueue time and whether the host was the
+    bottleneck, and figures."""
     out = frame.copy()
     if "median_s" in out:
         out["time"] = out["median_s"].map(format_time)
+    if "torch_version" in out:
+        out["torch"] = out["torch_version"]
     if "enqueue_s" in out:
         out["enqueue"] = out["enqueue_s"].map(format_time)  # host time to issue one call (or step)
     if "device_busy_share" in out:
         out["busy"] = out["device_busy_share"]  # share of a step's wall time the device worked
-    axes = axes_of(out)
+    axes = axes_of(out) + [c for c in extra if c in out]
     figures = [c for c in FIGURES if c in out and out[c].notna().any()]
     table = out[axes + figures].astype(object)
     return table.where(table.notna(), None)
@@ -76,14 +79,14 @@ def not_measured(frame: pd.DataFrame) -> str:
     return "\n".join(f"- {status} ({n} cases): {reason}" for (status, reason), n in counts.items())
 
 
-def render(frame: pd.DataFrame, fmt: str) -> str:
+def render(frame: pd.DataFrame, fmt: str, extra: tuple[str, ...] = ()) -> str:
     """All groups and devices of the frame as text tables under a heading each."""
     parts = []
     for (group, device), part in frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True):
         measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[0:0]
         text = f"## {group} on {device}\n\n"
         if not measured.empty:
-            text += tabulate(with_run(group_table(measured), measured), headers="keys", tablefmt=fmt,
+            text += tabulate(with_run(group_table(measured, extra), measured), headers="keys", tablefmt=fmt,
                              showindex=False, floatfmt=".4g", missingval="")
         skipped = not_measured(part)
         parts.append(text + (f"\n\nNot measured:\n{skipped}" if skipped else ""))
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     frame = load(args.results)
     if args.group:
         frame = frame[frame["group"] == args.group]
-    print(render(frame, "github" if args.markdown else "simple"))
+    print(render(frame, "github" if args.markdown else "simple", ("torch",) if args.torch else ()))
     return 0
 
 
@@ -103,4 +106,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("results", nargs="+", help="pytest-benchmark JSON files or directories of them")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown instead of plain text")
     parser.add_argument("--group", help="only this suite (benchmark group)")
+    parser.add_argument("--torch", action="store_true", help="add the torch version of each run as a column")
     parser.set_defaults(func=run)

@@ -13,6 +13,9 @@ from pathlib import Path
 DATA = Path(__file__).parent / "data"
 RUN_A = DATA / "run_cpu_quick.json"  # real quick CPU run of bench/test_matmul.py
 RUN_B = DATA / "run_cpu_quick_b.json"  # a second real run of the same suite on the same machine, right after
+# two real runs of the quick matmul `square` cases with --bench-rounds 3, a minute apart, on the shared 2-core CPU
+ROUNDS_A = DATA / "run_cpu_quick_rounds.json"
+ROUNDS_B = DATA / "run_cpu_quick_rounds_b.json"
 TIME_STATS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
 
 
@@ -42,6 +45,8 @@ def scale_entry(entry: dict, factor: float) -> None:
     for key in ("tflops", "gbps", "pct_peak"):
         if key in entry.get("extra_info", {}):
             entry["extra_info"][key] /= factor
+    if "round_medians_s" in entry.get("extra_info", {}):
+        entry["extra_info"]["round_medians_s"] = [x * factor for x in entry["extra_info"]["round_medians_s"]]
 
 
 def scaled(data: dict, case: str, factor: float) -> dict:
@@ -68,3 +73,10 @@ def converged_case(data: dict) -> str:
     """
     steady = [e for e in measured(data) if e["extra_info"].get("converged")]
     return max(steady, key=lambda e: len(e["stats"]["data"]))["extra_info"]["case"]
+
+
+def with_identity(data: dict, **fields: object) -> dict:
+    """A copy of a run whose machine identity (machine_info.identity) has these fields changed."""
+    out = copy.deepcopy(data)
+    out["machine_info"].setdefault("identity", {}).update(fields)
+    return out

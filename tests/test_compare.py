@@ -12,8 +12,22 @@ from reports.__main__ import main
 from reports.compare import compare, decide, parse_group_thresholds
 from reports.errors import InputError
 from reports.load import load
+from reports.noise import level
 from suites.observers.telemetry import Sample, summarize
-from tests.resultfiles import DATA, RUN_A, RUN_B, converged_case, measured, read, scaled, write
+from tests.resultfiles import (
+    DATA,
+    ROUNDS_A,
+    ROUNDS_B,
+    RUN_A,
+    RUN_B,
+    converged_case,
+    dated,
+    measured,
+    read,
+    scaled,
+    with_identity,
+    write,
+)
 
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"  # real run on the same CPU with OMP_NUM_THREADS=1
 
@@ -101,11 +115,95 @@ def test_different_devices_are_refused_unless_allowed(capsys):
     assert "differences are the hardware's" in capsys.readouterr().err
 
 
-def test_a_directory_of_several_runs_is_not_one_baseline(tmp_path):
+def test_a_directory_of_several_runs_is_not_one_candidate(tmp_path):
     shutil.copy(RUN_A, tmp_path / "a.json")
     shutil.copy(RUN_B, tmp_path / "b.json")
-    with pytest.raises(InputError, match="expected one result file"):
-        compare(load([tmp_path]), load([RUN_B]))
+    with pytest.raises(InputError, match="candidate: expected one result file"):
+        compare(load([RUN_B]), load([tmp_path]))
+
+
+def _history(tmp_path, runs: list[dict]) -> None:
+    for i, data in enumerate(runs):
+        write(dated(data, f"2026-11-{i + 1:02d}T03:00:00+00:00", f"{i:08x}".ljust(40, "0")),
+              tmp_path / "good" / f"run{i}.json")
+
+
+def test_a_history_directory_baseline_is_the_last_runs_of_the_candidates_machine(tmp_path, capsys):
+    a, b = read(ROUNDS_A), read(ROUNDS_B)
+    other = with_identity(a, machine="GPU-other-box")
+    _history(tmp_path, [a, b, a, b, other])  # the newest run is another machine's: never part of the baseline
+    result = compare(load([tmp_path / "good"]), load([ROUNDS_B]), last=3)
+    assert result.baseline.startswith("3 runs of machine 'AMD EPYC (2 threads)'") and "run3.json" in result.baseline
+    assert all("3 baseline runs" in v.basis for v in result.verdicts)
+    assert result.identity_changes == []
+    assert main(["compare", str(tmp_path / "good"), str(ROUNDS_B), "--last", "3", "--fail-on-regression"]) in (0, 1)
+    assert "baseline: 3 runs of machine" in capsys.readouterr().out
+    only_other = tmp_path / "other"
+    write(other, only_other / "run.json")
+    write(other, only_other / "run2.json")
+    with pytest.raises(InputError, match="no run of the candidate's machine 'AMD EPYC \\(2 threads\\)'"):
+        compare(load([only_other]), load([ROUNDS_B]))
+    assert main(["compare", str(ROUNDS_A), str(ROUNDS_B), "--last", "0"]) == 2
+
+
+def test_a_torch_upgrade_and_another_box_are_named_in_the_header(tmp_path, capsys):
+    upgraded = with_identity(read(ROUNDS_B), torch="2.14.1+cpu", machine="AMD EPYC (2 threads) on box 2")
+    candidate = write(upgraded, tmp_path / "c.json")
+    result = compare(load([ROUNDS_A]), load([candidate]))
+    assert "torch 2.13.0+cpu -> 2.14.1+cpu" in result.identity_changes
+    assert "machine AMD EPYC (2 threads) -> AMD EPYC (2 threads) on box 2" in result.identity_changes
+    assert main(["compare", str(ROUNDS_A), str(candidate), "--markdown"]) == 0
+    assert "**identity differs: machine" in capsys.readouterr().out
+    assert compare(load([ROUNDS_A]), load([ROUNDS_B])).identity_changes == []
+
+
+def _quietest(path) -> tuple[str, float]:
+    """The case of a rounds run with the least spread between its rounds, and that spread (log units)."""
+    frame = load([path])
+    spread = {row["case"]: float(np.std(np.log(row["round_medians_s"]), ddof=1))
+              for _, row in frame[frame["median_s"].notna()].iterrows()}
+    case = min(spread, key=spread.get)
+    return case, spread[case]
+
+
+def test_with_rounds_a_slowdown_far_beyond_the_case_noise_is_slower(tmp_path):
+    case, spread = _quietest(ROUNDS_A)
+    factor = float(np.exp(20 * max(spread, 0.01))) * 1.06
+    candidate = write(scaled(read(ROUNDS_A), case, factor), tmp_path / "c.json")
+    found = {v.case: v for v in compare(load([ROUNDS_A]), load([candidate])).verdicts}
+    assert found[case].verdict == "slower" and "rounds" in found[case].basis
+    assert found[case].ratio == pytest.approx(factor)
+    assert {v.verdict for c, v in found.items() if c != case} == {"same"}  # a file against itself
+
+
+def test_with_rounds_a_change_within_the_case_noise_is_unsure_with_the_reason(tmp_path):
+    """Rounds that disagree by far more than the threshold: a change above the threshold is not a verdict."""
+    data = read(ROUNDS_A)
+    entry = measured(data)[0]
+    case = entry["extra_info"]["case"]
+    base_level = float(np.median(entry["extra_info"]["round_medians_s"]))
+    entry["extra_info"]["round_medians_s"] = [base_level * f for f in (0.8, 1.0, 1.25)]  # +-25 % between rounds
+    base = write(data, tmp_path / "base.json")
+    candidate = write(scaled(data, case, 1.12), tmp_path / "c.json")
+    verdict = next(v for v in compare(load([base]), load([candidate])).verdicts if v.case == case)
+    assert verdict.verdict == "unsure" and verdict.ratio == pytest.approx(1.12)
+    assert verdict.note.startswith("within this case's run-to-run noise") and verdict.noise_pct > 12
+
+
+def test_with_rounds_the_level_is_the_median_of_round_medians():
+    result = compare(load([ROUNDS_A]), load([ROUNDS_B]))
+    frame_a, frame_b = load([ROUNDS_A]).set_index("case"), load([ROUNDS_B]).set_index("case")
+    for v in result.verdicts:
+        assert v.baseline_s == pytest.approx(level(frame_a.loc[v.case]))
+        assert v.ratio == pytest.approx(level(frame_b.loc[v.case]) / level(frame_a.loc[v.case]))
+
+
+def test_with_rounds_an_unconverged_round_is_judged_by_the_rounds_not_refused(tmp_path):
+    data = read(ROUNDS_A)
+    for entry in measured(data):
+        entry["extra_info"]["converged"] = False
+    result = compare(load([ROUNDS_A]), load([write(data, tmp_path / "c.json")]))
+    assert {v.verdict for v in result.verdicts} == {"same"}
 
 
 @pytest.mark.parametrize("item", ["attention", "=5", "attention=x", "attention=-1"])

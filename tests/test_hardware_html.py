@@ -181,3 +181,17 @@ def test_output_directory_that_cannot_be_made_is_one_line_exit_2(command, tmp_pa
     assert main([command, str(RUN_A), "-o", str(blocker / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cannot create output directory" in err
+
+
+def test_two_boxes_of_one_name_are_two_systems_and_torch_can_be_a_column(tmp_path, capsys):
+    """Copies of a real run that differ only in identity (a labelling test, not a measurement)."""
+    other = read(RUN_A)
+    other["machine_info"]["identity"] = {"machine": "box-2", "torch": "2.14.1+cpu"}
+    frame = load([RUN_A, write(other, tmp_path / "other.json")])
+    labels = set(hardware.systems(frame))
+    assert len(labels) == 2 and any(label.endswith("[box-2]") for label in labels)
+    assert main(["hardware", str(RUN_A), str(tmp_path / "other.json"), "--torch"]) == 0
+    out = capsys.readouterr().out
+    assert "torch" in out and "2.14.1+cpu" in out and "2.13.0+cpu" in out
+    assert main(["table", str(tmp_path / "other.json"), "--torch"]) == 0
+    assert "2.14.1+cpu" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from reports.__main__ import main
 from reports.history import trends
 from reports.load import load
 from reports.stats import fitted, noise, partition, steps
-from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, write
+from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, with_identity, write
 
 STEP_AT = 8
 RUNS = 14
@@ -91,3 +91,22 @@ def test_noise_estimate_ignores_one_step():
 def test_history_of_a_directory_with_no_results(tmp_path, capsys):
     assert main(["history", str(tmp_path)]) == 2
     assert "holds no .json" in capsys.readouterr().err
+
+
+def test_two_boxes_of_one_gpu_model_are_two_series_and_a_torch_upgrade_is_named_at_its_step(tmp_path):
+    """A labelling test on copies of real runs: the GPU name and identities are set, the timings are real."""
+    a, b = read(RUN_A), read(RUN_B)
+    case = converged_case(a)
+    for box in ("GPU-1111", "GPU-2222"):
+        for i in range(6):
+            data = with_identity(a if i % 2 == 0 else b, machine=box, torch="2.5.1" if i < 3 else "2.6.0")
+            data["machine_info"]["gpu"] = {"name": "NVIDIA H100 80GB HBM3"}
+            if i >= 3 and box == "GPU-2222":
+                data = scaled(data, case, 1.5)
+            write(dated(data, f"2026-11-{i + 1:02d}T03:00:00+00:00", f"{i:08x}".ljust(40, "0")),
+                  tmp_path / f"{box}_{i}.json")
+    found = [t for t in trends(load([tmp_path])) if t.case == case]
+    assert sorted(t.device for t in found) == ["NVIDIA H100 80GB HBM3 [GPU-1111]", "NVIDIA H100 80GB HBM3 [GPU-2222]"]
+    stepped = [t for t in found if t.steps]
+    assert [t.device for t in stepped] == ["NVIDIA H100 80GB HBM3 [GPU-2222]"]
+    assert stepped[0].steps[0].at == 3 and "(torch 2.5.1 -> 2.6.0)" in stepped[0].describe_steps()

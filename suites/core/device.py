@@ -146,11 +146,32 @@ def torch_info() -> dict:
             "git": torch.version.git_version, "debug": torch.version.debug}
 
 
+def identity(device: torch.device, gpu: GpuInfo | None = None) -> dict:
+    """Which machine and software stack measured a run; runs of one `machine` form one history series.
+
+    `machine` is the GPU's UUID (two boxes of one GPU model are two machines), or on CPU the model with the
+    threads torch uses; the versions beside it (driver, CUDA, cuDNN, torch) and the world size are what
+    `reports compare` names when they differ between baseline and candidate, a likely cause of a change.
+    """
+    info: dict = {"torch": torch.__version__, "world_size": int(os.environ.get("WORLD_SIZE", "1"))}
+    if device.type == "cuda":
+        gpu = gpu or gpu_info(device)
+        uuid = gpu.uuid
+        info |= {"machine": uuid or f"{gpu.name} (no UUID)", "gpu_uuid": uuid, "driver": gpu.driver,
+                 "cuda": gpu.cuda, "cudnn": gpu.cudnn}
+    else:
+        threads = torch.get_num_threads()
+        info["machine"] = f"{_cpu_model()} ({threads} thread{'s' if threads != 1 else ''})"
+    return info
+
+
 def machine_info(device: torch.device) -> dict:
     """The fields this suite adds to pytest-benchmark's machine_info."""
     info: dict = {"bench_device": str(device), "torch": torch_info(), "cpu_info": cpu_info()}
-    if device.type == "cuda":
-        info["gpu"] = gpu_info(device).as_dict()
+    gpu = gpu_info(device) if device.type == "cuda" else None
+    if gpu is not None:
+        info["gpu"] = gpu.as_dict()
+    info["identity"] = identity(device, gpu)
     return info
 
 

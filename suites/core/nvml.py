@@ -25,11 +25,12 @@ def nvml() -> tuple[Any | None, str | None]:
 
 
 def nvml_uuid(props: Any) -> str | None:
-    """NVML's name of a device ("GPU-" + UUID) from torch's device properties; None where torch has no uuid."""
+    """NVML's name of a device ("GPU-" + UUID, as nvidia-smi prints it) from torch's device properties; None where
+    torch has no uuid. It tells two boxes of one GPU model apart."""
     uuid = getattr(props, "uuid", None)
     if uuid is None:
         return None
-    text = str(uuid)
+    text = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
     return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 

@@ -14,6 +14,7 @@ from suites.core.cases import Case
 from suites.core.runner import Extension
 from suites.core.units import parse_bytes
 from suites.harness import distributed, results
+from suites.harness import rounds as bench_rounds
 from suites.harness import session as sessions
 from suites.observers import busy, telemetry, tracing
 
@@ -33,6 +34,9 @@ def add_options(parser: pytest.Parser) -> None:
                     f"(default {telemetry.DEFAULT_INTERVAL_MS:g}); 0 turns telemetry off")
     group.addoption("--trace-dir", dest="trace_dir", default=None,
                     help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
+    group.addoption("--bench-rounds", dest="bench_rounds", type=int, default=1,
+                    help="measure the selection N times in interleaved passes and record each round's median per "
+                    f"case, for verdicts from run-to-run noise (nightly: {bench_rounds.NIGHTLY_ROUNDS})")
     group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=parse_bytes,
                     help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")
     group.addoption("--achievable-peaks", dest="achievable_peaks", default="auto", choices=("auto", "search", "off"),
@@ -50,12 +54,15 @@ def configure(config: pytest.Config) -> None:
     """Validate the options early (a usage error, not a silent all-skip) and keep raw samples in saved runs.
 
     In a `--benchmark-only` run with no output chosen, results are autosaved into .benchmarks/ so that a run
-    never ends with numbers only on the screen.
+    never ends with numbers only on the screen, under the name `--benchmark-autosave` gives: pytest-benchmark's
+    tag of the commit, date and dirty flag (e.g. 0001_3f2a9c1_20260101_120000_uncommited-changes.json).
     """
     config.stash[SESSION] = sessions.from_config(config)
     config.stash[SESSION].extensions.extend(observers(config))
     option = config.option
     world = config.stash[SESSION].world
+    if world is not None and config.stash[SESSION].rounds > 1:
+        raise pytest.UsageError("--bench-rounds: one round under torchrun (the ranks measure each case in lockstep)")
     if hasattr(option, "benchmark_save_data"):
         option.benchmark_save_data = True
         if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
@@ -81,6 +88,19 @@ def observers(config: pytest.Config) -> list[Extension]:
         world = session(config).world
         found.append(tracing.TraceExtension(Path(trace_dir), None if world is None else world.rank))
     return found
+
+
+def measure_rounds(pytest_session: pytest.Session) -> None:
+    """With --bench-rounds N, N-1 rounds of every selected case before pytest's own pass, which is the last."""
+    config = pytest_session.config
+    s = session(config)
+    bench = getattr(config, "_benchmarksession", None)
+    if s.rounds < 2 or config.option.collectonly or pytest_session.testsfailed or bench is None or bench.disabled:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    report = reporter.write_line if reporter is not None else print
+    cases = bench_rounds.bench_cases(pytest_session.items)
+    s.round_log = bench_rounds.measure_rounds(cases, s.rounds, lambda case: sessions.measure_once(s, case), report)
 
 
 def session(config: pytest.Config) -> sessions.BenchSession:

@@ -23,6 +23,7 @@ from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, Extension, Peaks, run_case
 from suites.core.timing import RULES, StopRule
 from suites.harness import distributed
+from suites.harness import rounds as bench_rounds
 
 PROFILES = tuple(RULES)
 SMOKE = StopRule(min_samples=1, min_time_s=0.0, target_rel_iqr=float("inf"), timeout_s=0.0, warmup_s=0.0)
@@ -52,21 +53,25 @@ class BenchSession:
     achievable_mode: str = "off"  # auto (load this machine's cached peaks or search), search (again), off
     achievable_cache: Path = Path(".")
     world: distributed.World | None = None  # set under torchrun with several ranks
+    rounds: int = 1
+    round_log: bench_rounds.RoundLog = field(default_factory=bench_rounds.RoundLog)
     _peaks: dict | None = None
     _achievable: achievable.Peaks | str | None = None  # the peaks, or why there are none
 
-    @property
-    def rule(self) -> StopRule:
+    def rule(self, case: Case) -> StopRule:
+        """The profile's rule, or its per-round rule when the case is measured in several rounds."""
+        if self.rounds > 1 and bench_rounds.in_rounds(case):
+            return bench_rounds.ROUND_RULES[self.profile]
         return RULES[self.profile]
 
-    def lockstep(self, disabled: bool) -> tuple[StopRule, distributed.RankLockstep | None]:
+    def lockstep(self, disabled: bool, case: Case) -> tuple[StopRule, distributed.RankLockstep | None]:
         """The rule of a case and, with several ranks, how they measure it together."""
-        rule = SMOKE if disabled else self.rule
+        rule = SMOKE if disabled else self.rule(case)
         if self.world is None:
             return rule, None
         samples = 1 if disabled else distributed.SAMPLES[self.profile]
         return (distributed.lockstep_rule(rule, samples),
-                distributed.RankLockstep(self.world, self.device, self.rule.target_rel_iqr))
+                distributed.RankLockstep(self.world, self.device, rule.target_rel_iqr))
 
     def peaks(self, dtype: str | None) -> Peaks:
         """The device's peak FLOP/s for a dtype and its memory bandwidth in GB/s (None on CPU: no honest peak is
@@ -128,7 +133,13 @@ def from_config(config: pytest.Config) -> BenchSession:
     world = distributed.join(device, config.getoption("dist_timeout_s")) if launched else None
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
                         achievable_mode=config.getoption("achievable_peaks"),
-                        achievable_cache=Path(config.getoption("achievable_cache")), world=world)
+                        achievable_cache=Path(config.getoption("achievable_cache")), world=world,
+                        rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
+
+
+def measure_once(session: BenchSession, case: Case) -> CaseResult:
+    """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded."""
+    return run_case(case, session.device, session.rule(case), session.peaks(case.peak_dtype))
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -153,7 +164,7 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
 
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:
     """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error)."""
-    rule, lockstep = session.lockstep(benchmark.disabled)
+    rule, lockstep = session.lockstep(benchmark.disabled, case)
     if lockstep is not None:
         case = lockstep.agreed(case)
     result = run_case(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep)
@@ -162,6 +173,8 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     result.extra_info["profile"] = session.profile
     if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
         result.extra_info |= session.pct_achievable(result)
+    if session.rounds > 1 and not benchmark.disabled and bench_rounds.in_rounds(case):
+        result.extra_info |= bench_rounds.merge(result, session.round_log.results.get(case.id, []))
     record(benchmark, result)
     if result.measurement is None:
         session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))
