@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 16
-IMAGE = 32
+BATCH = 8
+IMAGE = 16
 CLASSES = 10
 
 
@@ -30,7 +30,7 @@ class Block(nn.Module):
 
 
 class SmallConvNet(nn.Module):
-    def __init__(self, width: int = 32, depth: int = 4, classes: int = CLASSES) -> None:
+    def __init__(self, width: int = 16, depth: int = 2, classes: int = CLASSES) -> None:
         super().__init__()
         self.stem = conv_bn(3, width, stride=2)
         self.blocks = nn.Sequential(*(Block(width) for _ in range(depth)))
