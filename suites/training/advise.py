@@ -168,11 +168,16 @@ def label(levers: Levers) -> str:
 
 
 def recommend(rows: list[Row], budget: int | None) -> Row | None:
-    """The fastest measured acceptable setting (None when nothing qualifies). A step that syncs every step is no
-    setting to choose, and a memory lever is one only when no setting without it qualifies."""
+    """The fastest measured acceptable setting among the baseline and those faster than it beyond the noise
+    (`helps`), so that the recommendation agrees with the verdicts; None when nothing is acceptable. A step that
+    syncs every step is no setting to choose, and a memory lever is one only when no setting without it fits."""
     ok = [r for r in rows if r.measured and r.lever != "sync" and rejection(r, budget) is None]
-    plain = [r for r in ok if r.lever not in MEMORY_LEVERS]
-    return min(plain or ok, key=lambda r: r.median_s, default=None)
+    candidates = [r for r in ok if r.lever not in MEMORY_LEVERS] or ok
+    if not candidates:
+        return None
+    base = next((r for r in candidates if r.lever == "baseline"), None)
+    reference = base or min(candidates, key=lambda r: r.median_s)
+    return min([reference, *(r for r in candidates if helps(r, reference))], key=lambda r: r.median_s)
 
 
 def _bytes(n: int | None) -> str:
@@ -296,9 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     budget, start = _budget(args, device), time.perf_counter()
     try:
         sweep.write()
-        print(f"advise: measuring {len(user.cases(args.profile))} cases of {user.name} on {device} "
+        print(f"advise: measuring {len(user.cases(args.profile)) - 1} cases of {user.name} on {device} "
               f"({args.profile} profile); bench file {sweep.bench}", flush=True)
-        rows = read_rows(sweep.run("sweep.json"))
+        rows = read_rows(sweep.run("sweep.json", select="not all_on"))
         add_parity(rows)
         chosen = combination(rows, budget)
         if chosen not in [r.levers for r in rows if r.status == "ok"]:
@@ -318,9 +323,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nNo setting ran within the budget and close to fp32; see the verdicts above. ({seconds:.0f} s)")
         return FAILED
     base = next(r for r in rows if r.lever == "baseline")
-    versus = f", {speedup(best, base):.2f}x the baseline's speed" if base.measured else ""
-    print(f"\nRecommended: {label(best.levers)} ({best.lever} case): {best.median_s * 1e3:.1f} ms per step{versus}, "
-          f"peak memory {_bytes(best.peak_mem_bytes)}"
-          + ("" if best.parity_rel is None else f", loss {best.parity_rel:.1%} of fp32's progress from fp32's")
-          + f".\nResults: {out}/*.json (python -m reports html {out} -o {out}/report). ({seconds:.0f} s)")
+    if best is base:
+        print(f"\nRecommended: keep {label(best.levers)} (the baseline, {best.median_s * 1e3:.1f} ms per step): no "
+              f"lever made the step faster beyond the noise here. ({seconds:.0f} s)")
+    else:
+        versus = f", {speedup(best, base):.2f}x the baseline's speed" if base.measured else ""
+        parity = "" if best.parity_rel is None else f", loss {best.parity_rel:.1%} of fp32's progress from fp32's"
+        print(f"\nRecommended: {label(best.levers)} ({best.lever} case): {best.median_s * 1e3:.1f} ms per step"
+              f"{versus}, peak memory {_bytes(best.peak_mem_bytes)}{parity}. ({seconds:.0f} s)")
+    print(f"Results: {out}/*.json; python -m reports html {out} -o {out}/report")
     return 0

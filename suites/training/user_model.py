@@ -150,11 +150,16 @@ def repeated_blocks(model: nn.Module) -> list[nn.Module]:
 
 
 def enable_checkpointing(model: nn.Module) -> None:
-    """Recompute activations in backward: Hugging Face's own switch where the model has one, else torch's
+    """Recompute activations in backward: Hugging Face's own switch where the model has one (named
+    `activation_checkpointing_enable` since transformers 5, `gradient_checkpointing_enable` before), else torch's
     non-reentrant checkpoint wrapper around each repeated block; Unsupported when the model has neither."""
-    if getattr(model, "supports_gradient_checkpointing", False) and hasattr(model, "gradient_checkpointing_enable"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return
+    if getattr(model, "supports_gradient_checkpointing", False):
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            return
+        if hasattr(model, "gradient_checkpointing_enable"):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            return
     blocks = {id(b) for b in repeated_blocks(model)}
     if not blocks:
         raise Unsupported("no repeated blocks (an nn.ModuleList or nn.Sequential of two or more) to checkpoint")
@@ -223,7 +228,7 @@ class UserModel:
         tensors = _tensors(batch)
         if not any(t.dim() for t in tensors):
             raise ModelError("the batch holds no tensor with a batch dimension")
-        if wrong := next((t for t in tensors if not _on(t, device)), None):
+        if (wrong := next((t for t in tensors if not _on(t, device)), None)) is not None:
             raise ModelError(f"the batch is on {wrong.device}, the run on {device}: make the batch factory put it "
                              "on the device it is given")
         return batch
