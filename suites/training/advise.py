@@ -82,8 +82,9 @@ def add_parity(rows: list[Row]) -> None:
                 None)
     if fp32 is None:
         return
-    progress = fp32.loss_first - fp32.loss_after_n
-    scale = progress if progress > 0 else abs(fp32.loss_after_n) or 1.0
+    # progress below 1 % of the first loss (a batch the model cannot learn from in a few steps) would turn
+    # rounding differences into huge ratios: the scale is at least that 1 %
+    scale = max(fp32.loss_first - fp32.loss_after_n, 0.01 * abs(fp32.loss_first), 1e-12)
     for r in rows:
         if r.loss_after_n is not None:
             r.parity_rel = abs(r.loss_after_n - fp32.loss_after_n) / scale
@@ -93,7 +94,7 @@ def rejection(row: Row, budget: int | None) -> str | None:
     """Why a case cannot be recommended whatever its speed, or None."""
     if row.status == "unsupported":
         reason = row.reason or ""
-        return ("fails to compile: " if "compile" in reason and row.levers.compile else "unsupported here: ") + reason
+        return ("fails to compile: " if reason.startswith("torch.compile failed") else "unsupported here: ") + reason
     if row.status == "oom":
         return f"does not fit (out of memory): {row.reason}"
     if row.status != "ok":
@@ -284,6 +285,36 @@ def _budget(args: argparse.Namespace, device: torch.device) -> int | None:
     return torch.cuda.get_device_properties(device).total_memory
 
 
+def measure(sweep: Sweep, budget: int | None) -> list[Row]:
+    """The one-lever sweep, then the combination of the levers that helped when no case measured it yet."""
+    sweep.write()
+    rows = read_rows(sweep.run("sweep.json", select="not all_on"))  # the combination replaces the fixed all-on
+    add_parity(rows)
+    chosen = combination(rows, budget)
+    if chosen not in [r.levers for r in rows if r.status == "ok"]:
+        sweep.write(((label(chosen), chosen),))
+        print(f"advise: measuring the combination {label(chosen)}", flush=True)
+        rows += read_rows(sweep.run("combination.json", select="combination"))
+        add_parity(rows)
+    return rows
+
+
+def advice(rows: list[Row], budget: int | None) -> str | None:
+    """The recommendation in one sentence (None when no setting qualifies)."""
+    best, base = recommend(rows, budget), next(r for r in rows if r.lever == "baseline")
+    if best is None:
+        return None
+    if best is base:
+        return (f"Recommended: keep {label(best.levers)} (the baseline, {best.median_s * 1e3:.1f} ms per step): "
+                "no lever made the step faster beyond the noise here.")
+    versus = f", {speedup(best, base):.2f}x the baseline's speed" if base.measured else ""
+    if reason := rejection(base, budget):
+        versus += f" (the baseline is rejected: {reason.split(':')[0]})"
+    parity = "" if best.parity_rel is None else f", loss {best.parity_rel:.1%} of fp32's progress from fp32's"
+    return (f"Recommended: {label(best.levers)} ({best.lever} case): {best.median_s * 1e3:.1f} ms per step{versus}, "
+            f"peak memory {_bytes(best.peak_mem_bytes)}{parity}.")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, "")  # the user's modules are named from the working directory, as `python -m` does
@@ -294,42 +325,23 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelError, devices.DeviceError) as exc:
         print(f"advise: {exc}", file=sys.stderr)
         return USAGE
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the probe's memory goes back before the sweep's process measures peaks
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sweep = Sweep(out, args.model, args.batch or f"{args.model.partition(':')[0]}:make_batch", args.loss,
                   user.name, str(device), args.profile)
     budget, start = _budget(args, device), time.perf_counter()
+    print(f"advise: measuring {user.name} on {device} ({args.profile} profile); bench file {sweep.bench}", flush=True)
     try:
-        sweep.write()
-        print(f"advise: measuring {len(user.cases(args.profile)) - 1} cases of {user.name} on {device} "
-              f"({args.profile} profile); bench file {sweep.bench}", flush=True)
-        rows = read_rows(sweep.run("sweep.json", select="not all_on"))
-        add_parity(rows)
-        chosen = combination(rows, budget)
-        if chosen not in [r.levers for r in rows if r.status == "ok"]:
-            sweep.write(((label(chosen), chosen),))
-            print(f"advise: measuring the combination {label(chosen)}", flush=True)
-            rows += read_rows(sweep.run("combination.json", select="combination"))
-            add_parity(rows)
+        rows = measure(sweep, budget)
     except RuntimeError as exc:
         print(f"advise: {exc}", file=sys.stderr)
         return FAILED
     print(f"\n{user.name} on {device}, {args.profile} profile: one lever at a time from the baseline "
           f"(amp_bf16, eager, foreach AdamW); step = median wall time per step\n")
     print(table(rows, budget))
-    best = recommend(rows, budget)
-    seconds = time.perf_counter() - start
-    if best is None:
-        print(f"\nNo setting ran within the budget and close to fp32; see the verdicts above. ({seconds:.0f} s)")
-        return FAILED
-    base = next(r for r in rows if r.lever == "baseline")
-    if best is base:
-        print(f"\nRecommended: keep {label(best.levers)} (the baseline, {best.median_s * 1e3:.1f} ms per step): no "
-              f"lever made the step faster beyond the noise here. ({seconds:.0f} s)")
-    else:
-        versus = f", {speedup(best, base):.2f}x the baseline's speed" if base.measured else ""
-        parity = "" if best.parity_rel is None else f", loss {best.parity_rel:.1%} of fp32's progress from fp32's"
-        print(f"\nRecommended: {label(best.levers)} ({best.lever} case): {best.median_s * 1e3:.1f} ms per step"
-              f"{versus}, peak memory {_bytes(best.peak_mem_bytes)}{parity}. ({seconds:.0f} s)")
-    print(f"Results: {out}/*.json; python -m reports html {out} -o {out}/report")
-    return 0
+    sentence = advice(rows, budget)
+    print(f"\n{sentence or 'No setting ran within the budget and close to fp32; see the verdicts above.'} "
+          f"({time.perf_counter() - start:.0f} s)\nResults: {out}/*.json; python -m reports html {out} -o {out}/report")
+    return 0 if sentence else FAILED

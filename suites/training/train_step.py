@@ -246,7 +246,7 @@ CNN_VARIANTS: list[tuple[str, str, Levers]] = [
 ]
 
 
-def _support(levers: Levers, lever: str, profile: Profile, device: torch.device) -> str | None:
+def support(levers: Levers, lever: str, profile: Profile, device: torch.device) -> str | None:
     """Why this device cannot run the settings, or None."""
     cuda = device.type == "cuda"
     if levers.precision == "tf32" and (reason := tf32_unsupported(device)):
@@ -462,7 +462,7 @@ def _supported_build(builder: Callable[[Profile, Levers, torch.device], Workload
     """A Case.build that first says why this device cannot run the levers (Unsupported), then builds."""
 
     def build(device: torch.device) -> Workload:
-        reason = _support(levers, lever, profile, device)
+        reason = support(levers, lever, profile, device)
         if reason:
             raise Unsupported(reason)
         return builder(profile, levers, device)

@@ -27,7 +27,6 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 from torch.utils._pytree import tree_leaves, tree_map
 
 from suites.core.cases import Case, Unsupported, Workload
-from suites.core.precision import tf32_unsupported
 from suites.core.runner import first_line, is_oom
 from suites.training.train_step import (
     PEAK_DTYPE,
@@ -39,6 +38,7 @@ from suites.training.train_step import (
     Trainee,
     cycle,
     optimizer_for,
+    support,
     workload,
 )
 
@@ -259,11 +259,11 @@ class UserModel:
                   "accum": str(levers.accum), "sync": "item" if levers.sync else "none",
                   "memory_format": levers.memory_format}
         return Case(suite=SUITE, id=f"{SUITE}/{self.name}/{lever}/{label}", params=params,
-                    build=functools.partial(self._build, profile, levers),
+                    build=functools.partial(self._build, profile, lever, levers),
                     peak_dtype=PEAK_DTYPE[levers.precision], tf32=levers.precision == "tf32")
 
-    def _build(self, profile: Profile, levers: Levers, device: torch.device) -> Workload:
-        if levers.precision == "tf32" and (reason := tf32_unsupported(device)):
+    def _build(self, profile: Profile, lever: str, levers: Levers, device: torch.device) -> Workload:
+        if reason := support(levers, lever, profile, device):  # the built-in cases' rules (tf32, compile on a CPU)
             raise Unsupported(reason)
         model = self.build_model(device)
         batches = [self.make_batch(device, SEED + i) for i in range(profile.steps)]
