@@ -10,7 +10,6 @@ parameter are train_step's own (`Trainee` and `workload`); this module only adap
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import inspect
@@ -281,7 +280,3 @@ class UserModel:
                           cycle([(b,) for b in batches]), samples, tokens, None, loss_of=self.loss_of)
         return workload(trainee, levers, device)
 
-
-def with_combination(user: UserModel, label: str, levers: Levers) -> UserModel:
-    """The same model with one more combination of levers to measure."""
-    return dataclasses.replace(user, combinations=(*user.combinations, (label, levers)))
