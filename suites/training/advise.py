@@ -208,8 +208,13 @@ from suites.harness import plugin
 from suites.training.train_step import Levers
 from suites.training.user_model import UserModel, load
 
-MODEL = UserModel(load({model!r}, "model"), load({batch!r}, "batch"), {loss}, name={name!r},
-                  combinations={combinations!r})
+MODEL = UserModel(
+    load({model!r}, "model"),
+    load({batch!r}, "batch"),
+    {loss},
+    name={name!r},
+    combinations={combinations!r},
+)
 
 
 def pytest_generate_tests(metafunc):
