@@ -1,46 +1,7 @@
 """pytest plugin of the suite: thin wiring of suites/ into pytest and pytest-benchmark.
 
-The logic lives in suites/harness/plugin.py.
+The hooks and the `run_case` fixture live in suites/harness/pytest_plugin.py, so that a bench file in another
+repository can load the same plugin (`pytest -p suites.harness.pytest_plugin`).
 """
 
-import pytest
-
-from suites.harness import plugin
-from suites.harness import session as sessions
-
-
-def pytest_addoption(parser):
-    plugin.add_options(parser)
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its options
-def pytest_configure(config):
-    plugin.configure(config)
-
-
-def pytest_collection_finish(session):
-    plugin.collection_finish(session.items, session.config)
-
-
-def pytest_unconfigure(config):
-    plugin.unconfigure(config)
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest's own pass, which is the last round
-def pytest_runtestloop(session):
-    plugin.measure_rounds(session)
-
-
-def pytest_benchmark_update_machine_info(config, machine_info):
-    plugin.update_machine_info(config, machine_info)
-
-
-def pytest_benchmark_update_json(config, benchmarks, output_json):
-    plugin.update_json(config, output_json)
-
-
-@pytest.fixture
-def run_case(request, benchmark):
-    """`run_case(case)`: measure one case in device time and record it in the benchmark JSON."""
-    bench_session = plugin.session(request.config)
-    return lambda case: sessions.run(bench_session, benchmark, request, case)
+pytest_plugins = ["suites.harness.pytest_plugin"]

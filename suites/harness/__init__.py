@@ -1,5 +1,6 @@
 """The pytest side: options, the run's session, the logic behind the `run_case` fixture, JSON hooks.
 
-Belongs here: what joins the core and the observers to pytest and pytest-benchmark (the root conftest.py
-stays thin and calls into `plugin`). May import `suites.core` and `suites.observers`; never a suite.
+Belongs here: what joins the core and the observers to pytest and pytest-benchmark (`pytest_plugin` holds the
+hooks and calls into `plugin`; the root conftest.py only loads it, and a bench file elsewhere loads it with
+`pytest -p suites.harness.pytest_plugin`). May import `suites.core` and `suites.observers`; never a suite.
 """

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -74,6 +75,26 @@ class MasterWeightsAdamW(torch.optim.Optimizer):
             self.state[p] = {"master": m} | self.inner.state[m]
 
 
+LossOf = Callable[..., torch.Tensor]  # (model, *batch) -> the scalar loss
+
+
+def pair_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The loss of the suite's own models, whose forward takes (inputs, targets) and returns (output, loss)."""
+    _, loss = model(inputs, targets)
+    return loss
+
+
+def split_batch(batch: tuple, n: int) -> list[tuple]:
+    """`n` micro-batches of a batch: every tensor in it (nested in tuples, lists or dicts) split along dim 0;
+    anything else (a flag, a 0-dim tensor) is given to every micro-batch as it is."""
+    if n == 1:
+        return [batch]
+    leaves, spec = tree_flatten(batch)
+    parts = [leaf.tensor_split(n) if isinstance(leaf, torch.Tensor) and leaf.dim() else [leaf] * n
+             for leaf in leaves]
+    return [tree_unflatten([p[i] for p in parts], spec) for i in range(n)]
+
+
 def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
     """A dynamic loss scaler, enabled only for float16 (bfloat16 has float32's exponent range and needs none)."""
     _check_precision(precision)
@@ -82,9 +103,11 @@ def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
 
 @dataclass
 class TrainStep:
-    """One optimizer step over `accum` micro-batches of a (inputs, targets) batch; calling it returns the mean
-    loss as a tensor on the device (no host sync unless `sync`, which calls loss.item() as a training loop that
-    logs every step does). For `tf32`, run it inside `suites.core.precision.float32_mode(True)`."""
+    """One optimizer step over `accum` micro-batches of a batch; calling it returns the mean loss as a tensor on
+    the device (no host sync unless `sync`, which calls loss.item() as a training loop that logs every step
+    does). `loss_of(model, *batch)` is the loss of a (micro-)batch: by default the suite's models' (inputs,
+    targets) -> (output, loss); suites.training.user_model gives one for any model. For `tf32`, run it inside
+    `suites.core.precision.float32_mode(True)`."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -96,25 +119,25 @@ class TrainStep:
     clip: float = 1.0
     # Where the gradients of all but the last micro-batch stay local (DDP's `no_sync`: one all-reduce per step)
     no_sync: Callable[[], contextlib.AbstractContextManager] | None = None
+    loss_of: LossOf = pair_loss
     last_loss: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         _check_precision(self.precision)
 
-    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, *batch: object) -> torch.Tensor:
         """The loss of one (micro-)batch, under autocast when the precision asks for it."""
         with torch.autocast(self.device.type, dtype=AUTOCAST_DTYPE.get(self.precision),
                             enabled=self.precision in AUTOCAST_DTYPE):
-            _, loss = self.model(inputs, targets)
-        return loss
+            return self.loss_of(self.model, *batch)
 
-    def __call__(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def __call__(self, *batch: object) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.device)
-        for i, (x, y) in enumerate(zip(inputs.chunk(self.accum), targets.chunk(self.accum), strict=True)):
+        for i, micro in enumerate(split_batch(batch, self.accum)):
             local = self.no_sync is not None and i < self.accum - 1
             with self.no_sync() if local else contextlib.nullcontext():
-                loss = self.forward(x, y) / self.accum
+                loss = self.forward(*micro) / self.accum
                 self.scaler.scale(loss).backward()
             total += loss.detach()
         self.scaler.unscale_(self.optimizer)
@@ -128,10 +151,11 @@ class TrainStep:
 
 def make_step(model: nn.Module, optimizer: torch.optim.Optimizer, precision: str,
               scaler: torch.amp.GradScaler | None = None, device: torch.device | None = None, accum: int = 1,
-              sync: bool = False) -> TrainStep:
+              sync: bool = False, loss_of: LossOf = pair_loss) -> TrainStep:
     """The recipe's step for a model already on its device; the scaler defaults to `make_scaler(precision)`."""
     device = device or next(model.parameters()).device
-    return TrainStep(model, optimizer, precision, scaler or make_scaler(precision, device), device, accum, sync)
+    return TrainStep(model, optimizer, precision, scaler or make_scaler(precision, device), device, accum, sync,
+                     loss_of=loss_of)
 
 
 @dataclass
@@ -144,14 +168,14 @@ class TrainRun:
     first_step_s: float
 
 
-def train(step: TrainStep, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> TrainRun:
+def train(step: TrainStep, batches: Iterable[tuple]) -> TrainRun:
     """Run one step per batch, reading the loss and the scaler's scale after each (a host sync per step: for
     accuracy runs, not timed ones). A step is skipped when the scaler lowered its scale."""
     losses, skipped, first_step_s = [], 0, 0.0
-    for inputs, targets in batches:
+    for batch in batches:
         before = step.scaler.get_scale() if step.scaler.is_enabled() else None
         start = time.perf_counter()
-        losses.append(float(step(inputs, targets)))  # float() waits for the device: the step is complete
+        losses.append(float(step(*batch)))  # float() waits for the device: the step is complete
         if len(losses) == 1:
             first_step_s = time.perf_counter() - start
         if before is not None and step.scaler.get_scale() < before:
@@ -227,7 +251,7 @@ CNN_VARIANTS: list[tuple[str, str, Levers]] = [
 ]
 
 
-def _support(levers: Levers, lever: str, profile: Profile, device: torch.device) -> str | None:
+def support(levers: Levers, lever: str, profile: Profile, device: torch.device) -> str | None:
     """Why this device cannot run the settings, or None."""
     cuda = device.type == "cuda"
     if levers.precision == "tf32" and (reason := tf32_unsupported(device)):
@@ -255,15 +279,15 @@ def _dynamo_frames() -> int:
     return torch._dynamo.utils.counters["frames"]["total"]
 
 
-def counted_flops(step: TrainStep, inputs: torch.Tensor, targets: torch.Tensor) -> int:
+def counted_flops(step: TrainStep, *batch: object) -> int:
     """FLOPs of one forward and backward as torch.utils.flop_counter counts them (matmuls, convolutions and the
     attention kernels it has formulas for), including any recomputation by activation checkpointing."""
     with FlopCounterMode(display=False) as counter:
-        step.forward(inputs, targets).backward()
+        step.forward(*batch).backward()
     return counter.get_total_flops()
 
 
-def _cuda_memory(step: TrainStep, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> dict:
+def _cuda_memory(step: TrainStep, batch: tuple, device: torch.device) -> dict:
     """Allocator figures of one step: its peak (weights, state, activations, workspace), and the activations
     that remain between forward and backward (allocated after forward minus before)."""
     torch.cuda.synchronize(device)
@@ -280,19 +304,21 @@ def _cuda_memory(step: TrainStep, batch: tuple[torch.Tensor, torch.Tensor], devi
 
 
 @dataclass
-class _Trainee:
-    """A model ready to train: its eager form, optimizer, the batches of the seeded run, the next timed batch."""
+class Trainee:
+    """A model ready to train: its eager form, optimizer, the batches of the seeded run, the next timed batch
+    (each a tuple of the step's arguments), and how its loss is computed."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
-    seed_batches: list[tuple[torch.Tensor, torch.Tensor]]
-    next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor]]
+    seed_batches: list[tuple]
+    next_batch: Callable[[], tuple]
     samples: int
     tokens: int | None
     formula_flops: float | None
+    loss_of: LossOf = pair_loss
 
 
-def _seeded_run(step: TrainStep, trainee: _Trainee, levers: Levers, device: torch.device) -> tuple[dict, int]:
+def _seeded_run(step: TrainStep, trainee: Trainee, levers: Levers, device: torch.device) -> tuple[dict, int]:
     """Train the seeded steps: the loss after n steps, skipped steps and, compiled, what compilation cost.
     Returns the fields and Dynamo's frame count after the run (recompiles are counted from there)."""
     counters, frames_before = torch._dynamo.utils.counters, _dynamo_frames()
@@ -314,7 +340,7 @@ def _seeded_run(step: TrainStep, trainee: _Trainee, levers: Levers, device: torc
     return info, frames
 
 
-def _memory_and_flops(eager: TrainStep, trainee: _Trainee, device: torch.device) -> dict:
+def _memory_and_flops(eager: TrainStep, trainee: Trainee, device: torch.device) -> dict:
     """Bytes per parameter (after a step, before the next zero_grad), saved activations, the CUDA allocator's
     figures, and the counted FLOPs, all taken on the eager model outside the timed window."""
     batch = trainee.seed_batches[0]
@@ -329,7 +355,7 @@ def _memory_and_flops(eager: TrainStep, trainee: _Trainee, device: torch.device)
     return info
 
 
-def _rates(trainee: _Trainee, counted: int, frames_seeded: int | None) -> Callable[[float, float | None], dict]:
+def _rates(trainee: Trainee, counted: int, frames_seeded: int | None) -> Callable[[float, float | None], dict]:
     """Throughput, achieved FLOP/s and MFU from the median step time (MFU only where a peak is known), and the
     recompilations during the timed steps of a compiled model."""
 
@@ -365,27 +391,28 @@ def warm_compiler(device: torch.device) -> float | None:
     return time.perf_counter() - start
 
 
-def _workload(trainee: _Trainee, levers: Levers, device: torch.device) -> Workload:
+def workload(trainee: Trainee, levers: Levers, device: torch.device) -> Workload:
     """The seeded run and the measurements outside the timed window, then the timed step."""
     startup = warm_compiler(device) if levers.compile else None
     if levers.compile:
         torch._dynamo.reset()  # a fresh compile per case: compile_s and recompiles are this case's own
     stepped = torch.compile(trainee.model) if levers.compile else trainee.model
     step = make_step(stepped, trainee.optimizer, levers.precision, device=device, accum=levers.accum,
-                     sync=levers.sync)
+                     sync=levers.sync, loss_of=trainee.loss_of)
     info, frames_seeded = _seeded_run(step, trainee, levers, device)
     if startup is not None:
         info["compile_startup_s"] = startup  # paid once per process, before this case's compile_s
-    info |= {"n_params": trainee.model.n_params(), "samples_per_step": trainee.samples}
+    info |= {"n_params": sum(p.numel() for p in trainee.model.parameters()), "samples_per_step": trainee.samples}
     if trainee.tokens:
         info["tokens_per_step"] = trainee.tokens
-    eager = TrainStep(trainee.model, trainee.optimizer, levers.precision, step.scaler, device)
+    eager = TrainStep(trainee.model, trainee.optimizer, levers.precision, step.scaler, device,
+                      loss_of=trainee.loss_of)
     info |= _memory_and_flops(eager, trainee, device)
     rates = _rates(trainee, info["flops_counted"], frames_seeded if levers.compile else None)
     return Workload(fn=lambda: step(*trainee.next_batch()), extra_info=info, rates=rates)
 
 
-def _cycle(batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+def cycle(batches: list[tuple]) -> Callable[[], tuple]:
     it = itertools.cycle(batches)
     return lambda: next(it)
 
@@ -410,9 +437,9 @@ def _build_gpt(profile: Profile, levers: Levers, device: torch.device) -> Worklo
     if levers.master_weights:
         model.to(torch.bfloat16)
     batches = token_batches(raw_vocab, profile.gpt_batch, config.block_size, profile.steps, SEED, device)
-    trainee = _Trainee(model, optimizer_for(model, levers, profile.lr), batches, _cycle(batches), profile.gpt_batch,
+    trainee = Trainee(model, optimizer_for(model, levers, profile.lr), batches, cycle(batches), profile.gpt_batch,
                        profile.gpt_batch * config.block_size, gpt_formula_flops(profile, levers))
-    return _workload(trainee, levers, device)
+    return workload(trainee, levers, device)
 
 
 def _to_device(batch: tuple[torch.Tensor, torch.Tensor], device: torch.device, memory_format: torch.memory_format,
@@ -432,16 +459,16 @@ def _build_cnn(profile: Profile, levers: Levers, device: torch.device) -> Worklo
     seeded = itertools.islice(itertools.cycle(host), profile.steps)
     batches = [_to_device(b, device, memory_format, False) for b in seeded]
     if levers.num_workers is None:
-        next_batch = _cycle(batches)
+        next_batch = cycle(batches)
     else:
         loader = image_loader(dataset, profile.cnn_batch, levers.num_workers, levers.pin_memory, SEED)
 
         def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
             return _to_device(next(loader), device, memory_format, levers.pin_memory)
 
-    trainee = _Trainee(model, optimizer_for(model, levers, profile.lr), batches, next_batch, profile.cnn_batch,
+    trainee = Trainee(model, optimizer_for(model, levers, profile.lr), batches, next_batch, profile.cnn_batch,
                        None, None)
-    return _workload(trainee, levers, device)
+    return workload(trainee, levers, device)
 
 
 def _on_off(flag: bool) -> str:
@@ -460,7 +487,7 @@ def _supported_build(builder: Callable[[Profile, Levers, torch.device], Workload
     """A Case.build that first says why this device cannot run the levers (Unsupported), then builds."""
 
     def build(device: torch.device) -> Workload:
-        reason = _support(levers, lever, profile, device)
+        reason = support(levers, lever, profile, device)
         if reason:
             raise Unsupported(reason)
         return builder(profile, levers, device)
