@@ -80,6 +80,8 @@ def test_result_inputs(name, command, tmp_path, capsys):
     check_contract(name, path, code, out, err)
     if code == 2:
         assert str(path) in err or str(good) in err or str(tmp_path / "out") in err
+    if name in hostile.PLOT_WARNINGS and command in ("plot", "html"):
+        assert code == 0 and f"warning: {path}" in err and "left out of the" in err
     if name in hostile.INVALID_MEDIAN and code == 0 and command == "table":
         assert "- invalid (1 cases): " in out  # listed with why, never as a time or "ok"
 
