@@ -181,3 +181,15 @@ def test_output_directory_that_cannot_be_made_is_one_line_exit_2(command, tmp_pa
     assert main([command, str(RUN_A), "-o", str(blocker / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cannot create output directory" in err
+
+
+def test_html_of_results_with_nothing_timed_still_writes_the_page(tmp_path, capsys):
+    data = read(RUN_A)
+    for entry in data["benchmarks"]:
+        entry["extra_info"].update(status="unsupported", reason="needs a GPU")
+        entry.pop("stats")
+        data["not_measured"].append(entry)
+    data["benchmarks"] = []
+    assert main(["html", str(write(data, tmp_path / "run.json")), "-o", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "Not measured" in page and "needs a GPU" in page

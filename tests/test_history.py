@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reports.__main__ import main
-from reports.history import trends
+from reports.history import file_stem, trends
 from reports.load import load
 from reports.stats import fitted, noise, partition, steps
 from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, write
@@ -91,3 +91,8 @@ def test_noise_estimate_ignores_one_step():
 def test_history_of_a_directory_with_no_results(tmp_path, capsys):
     assert main(["history", str(tmp_path)]) == 2
     assert "holds no .json" in capsys.readouterr().err
+
+
+def test_cases_whose_ids_differ_only_in_separators_get_their_own_plot_files():
+    assert file_stem("cpu", "matmul/a/b") != file_stem("cpu", "matmul/a:b")
+    assert len(file_stem("d" * 300, "c" * 300)) < 255
