@@ -96,3 +96,15 @@ def test_history_of_a_directory_with_no_results(tmp_path, capsys):
 def test_cases_whose_ids_differ_only_in_separators_get_their_own_plot_files():
     assert file_stem("cpu", "matmul/a/b") != file_stem("cpu", "matmul/a:b")
     assert len(file_stem("d" * 300, "c" * 300)) < 255
+
+
+@pytest.mark.parametrize("median", [0, -1e-3])
+def test_one_run_with_a_median_that_cannot_be_a_time_does_not_hide_the_step(history_dir, median, capsys):
+    directory, case = history_dir
+    path = directory / f"run_{RUNS - 2:02d}.json"
+    data = read(path)
+    next(e for e in data["benchmarks"] if e["extra_info"]["case"] == case)["stats"]["median"] = median
+    write(data, path)
+    stepped = [t for t in trends(load([directory])) if t.steps]
+    assert [t.case for t in stepped] == [case] and len(stepped[0].runs) == RUNS - 1
+    assert f"warning: {path}: case {case!r}" in capsys.readouterr().err
