@@ -286,7 +286,10 @@ def take_over(config: pytest.Config, not_measured: list[dict]) -> None:
 
     `--benchmark-json` is an open file by now (argparse's FileType opened it for writing while parsing); its
     name is kept and the handle closed. A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
+    Under torchrun only rank 0 owns the outputs (the other ranks would race for the same journal).
     """
+    if os.environ.get("RANK", "0") != "0":
+        return
     option = config.option
     handle = getattr(option, "benchmark_json", None)
     json_path = None
