@@ -154,6 +154,8 @@ def plots(found: list[Trend], outdir: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out:
+        output_dir(args.out)  # checked before any work: an unusable folder is not found after the report
     frame = load(args.results)
     if args.group:
         frame = frame[frame["group"] == args.group]

@@ -98,6 +98,16 @@ def _case_ids_differing_in_separator(data: dict) -> None:
     second["extra_info"]["case"] = "matmul/a:b"
 
 
+def _attention_with_text_seq(data: dict) -> None:
+    """The small run's cases as attention cases (the axes the attention plots read), one with seq `abc`."""
+    for seq, entry in zip(("512", "1024", "2048", "abc"), data["benchmarks"], strict=True):
+        entry["group"] = entry["extra_info"]["suite"] = "attention"
+        entry["extra_info"]["case"] = f"attention/naive/{seq}"
+        entry["params"] = {"impl": "naive", "dtype": "float32", "batch": "1", "heads": "8", "head_dim": "64",
+                           "seq": seq, "causal": "False", "pass": "fwd"}
+    data["not_measured"] = []
+
+
 def _param_device(data: dict) -> None:
     for i, entry in enumerate(data["benchmarks"]):
         entry["params"]["device"] = "cuda" if i % 2 else "cpu"
@@ -160,6 +170,7 @@ RESULTS: dict[str, Writer] = {
     "unknown_top_level": _top(lambda d: d.update(surprise=1)),
     "duplicate_case": _top(lambda d: d["benchmarks"].append(copy.deepcopy(d["benchmarks"][0]))),
     "entries_without_names": _top(lambda d: d["benchmarks"].extend([{}, 3, None])),
+    "attention_seq_text": _top(_attention_with_text_seq),
     "batch_seq_text": _top(lambda d: [e["params"].update(batch="many") for e in d["benchmarks"]], BATCH),
 }
 
@@ -168,9 +179,13 @@ INVALID_MEDIAN = {"int_of_5000_digits", "int_of_400_digits", "median_zero", "med
                   "median_inf", "median_string", "median_list", "median_missing", "stats_missing", "stats_string",
                   "stats_list"}
 # Items the reports read as they are (a byte order mark is still UTF-8 text).
-BENIGN = {"bom", "case_ids_differing_in_separator", "param_named_device", "mathtext_names", "mathtext_batch_device",
+BENIGN = {"attention_seq_text", "bom",
+          "case_ids_differing_in_separator", "param_named_device", "mathtext_names", "mathtext_batch_device",
           "names_300_chars", "group_number", "name_list", "params_list_values", "batch_seq_text",
           "incomplete_not_bool", "machine_info_list", "commit_info_string", "datetime_garbage"}
+
+# Items read as they are, whose plots cannot use one case: the plotting commands warn.
+PLOT_WARNINGS = {"attention_seq_text"}
 
 
 def _event(name: object = "volta_h884gemm_64x64_nt", ts: object = 1000, dur: object = 10, **args: object) -> dict:

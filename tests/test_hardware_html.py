@@ -195,3 +195,15 @@ def test_two_boxes_of_one_name_are_two_systems_and_torch_can_be_a_column(tmp_pat
     assert "torch" in out and "2.14.1+cpu" in out and "2.13.0+cpu" in out
     assert main(["table", str(tmp_path / "other.json"), "--torch"]) == 0
     assert "2.14.1+cpu" in capsys.readouterr().out
+
+
+def test_html_of_results_with_nothing_timed_still_writes_the_page(tmp_path, capsys):
+    data = read(RUN_A)
+    for entry in data["benchmarks"]:
+        entry["extra_info"].update(status="unsupported", reason="needs a GPU")
+        entry.pop("stats")
+        data["not_measured"].append(entry)
+    data["benchmarks"] = []
+    assert main(["html", str(write(data, tmp_path / "run.json")), "-o", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "Not measured" in page and "needs a GPU" in page

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reports.__main__ import main
-from reports.history import trends
+from reports.history import file_stem, trends
 from reports.load import load
 from reports.stats import fitted, noise, partition, steps
 from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, with_identity, write
@@ -110,3 +110,20 @@ def test_two_boxes_of_one_gpu_model_are_two_series_and_a_torch_upgrade_is_named_
     stepped = [t for t in found if t.steps]
     assert [t.device for t in stepped] == ["NVIDIA H100 80GB HBM3 [GPU-2222]"]
     assert stepped[0].steps[0].at == 3 and "(torch 2.5.1 -> 2.6.0)" in stepped[0].describe_steps()
+
+
+def test_cases_whose_ids_differ_only_in_separators_get_their_own_plot_files():
+    assert file_stem("cpu", "matmul/a/b") != file_stem("cpu", "matmul/a:b")
+    assert len(file_stem("d" * 300, "c" * 300)) < 255
+
+
+@pytest.mark.parametrize("median", [0, -1e-3])
+def test_one_run_with_a_median_that_cannot_be_a_time_does_not_hide_the_step(history_dir, median, capsys):
+    directory, case = history_dir
+    path = directory / f"run_{RUNS - 2:02d}.json"
+    data = read(path)
+    next(e for e in data["benchmarks"] if e["extra_info"]["case"] == case)["stats"]["median"] = median
+    write(data, path)
+    stepped = [t for t in trends(load([directory])) if t.steps]
+    assert [t.case for t in stepped] == [case] and len(stepped[0].runs) == RUNS - 1
+    assert f"warning: {path}: case {case!r}" in capsys.readouterr().err

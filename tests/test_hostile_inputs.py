@@ -80,6 +80,8 @@ def test_result_inputs(name, command, tmp_path, capsys):
     check_contract(name, path, code, out, err)
     if code == 2:
         assert str(path) in err or str(good) in err or str(tmp_path / "out") in err
+    if name in hostile.PLOT_WARNINGS and command in ("plot", "html"):
+        assert code == 0 and f"warning: {path}" in err and "left out of the" in err
     if name in hostile.INVALID_MEDIAN and code == 0 and command == "table":
         assert "- invalid (1 cases): " in out  # listed with why, never as a time or "ok"
 
@@ -125,3 +127,13 @@ def test_trace_inputs(name, command, tmp_path, capsys):
         _shares_within_bounds(json.loads(out, parse_constant=_not_json))  # bare NaN or Infinity is not JSON
     if name in ("trace_negative_duration", "trace_nan_duration"):
         assert code == 0 and f"warning: {path}: left out 1 event(s)" in err
+
+
+@pytest.mark.parametrize("command", ["plot", "html", "history", "hardware"])
+def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(command, tmp_path, capsys):
+    blocker = tmp_path / "out"
+    blocker.write_text("a file")
+    code, out, err = run([command, str(hostile.good_run(tmp_path)), "-o", str(blocker)], capsys)
+    assert out == ""
+    assert code == 2 and err.strip().splitlines() == [f"error: {blocker}: is a file; the output needs a directory"]
+    assert blocker.read_text() == "a file"

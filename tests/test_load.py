@@ -144,3 +144,37 @@ def test_file_with_no_entries_at_all_is_an_error(tmp_path):
     data["benchmarks"], data["not_measured"] = [], []
     with pytest.raises(InputError, match="no benchmark entries"):
         load([write(data, tmp_path / "empty_run.json")])
+
+
+def test_a_param_named_device_keeps_its_own_column(tmp_path, capsys):
+    data = read(RUN_A)
+    for i, entry in enumerate(data["benchmarks"]):
+        entry["params"]["device"] = "cuda" if i % 2 else "cpu"
+    frame = load([write(data, tmp_path / "run.json")])
+    timed = frame[frame["median_s"].notna()]
+    assert set(timed["param_device"]) == {"cpu", "cuda"} and timed["device"].nunique() == 1
+    assert "param_device" in timed["param_names"].iloc[0].split(",")
+    assert main(["table", str(tmp_path / "run.json")]) == 0
+    out = capsys.readouterr().out
+    assert "param_device" in out and " cuda " in out
+
+
+@pytest.mark.parametrize("median", [0, -1e-3, float("nan"), float("inf"), "fast", [1e-3], None])
+def test_a_median_that_cannot_be_a_time_is_invalid_with_a_warning_naming_file_and_case(median, tmp_path, capsys):
+    data = read(RUN_A)
+    entry = data["benchmarks"][0]
+    entry["stats"]["median"] = median
+    path = write(data, tmp_path / "run.json")
+    row = load([path]).set_index("case").loc[entry["extra_info"]["case"]]
+    assert row["status"] == "invalid" and pd.isna(row["median_s"]) and "stats.median" in row["reason"]
+    err = capsys.readouterr().err
+    assert f"{path}: case {entry['extra_info']['case']!r}" in err
+
+
+def test_several_runs_in_one_table_are_told_apart(tmp_path, capsys):
+    shutil.copy(RUN_A, tmp_path / "a.json")
+    shutil.copy(DATA / "run_cpu_quick_b.json", tmp_path / "b.json")
+    assert main(["table", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[0] == "run"
+    assert any(line.startswith("a.json ") for line in lines) and any(line.startswith("b.json ") for line in lines)

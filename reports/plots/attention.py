@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from reports.validate import warn
+
 GROUP = "attention"
 AXES = ["device", "dtype", "heads", "head_dim", "causal", "pass"]
 NUMERIC = ["batch", "heads", "seq", "head_dim"]
@@ -27,7 +29,12 @@ def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=sorted(needed | {"tokens", "median_s", "peak_mem_bytes"}))
     rows = frame[frame["group"] == GROUP].copy()
     for column in NUMERIC:
-        rows[column] = pd.to_numeric(rows[column])
+        rows[column] = pd.to_numeric(rows[column], errors="coerce")
+    unusable = rows[NUMERIC].isna().any(axis=1)
+    for _, row in rows[unusable].iterrows():
+        warn(f"{row['file']}: case {row['case']!r:.120}: a non-numeric {'/'.join(NUMERIC)} param; left out of the "
+             "attention plots")
+    rows = rows[~unusable]
     rows["tokens"] = rows["batch"] * rows["seq"]
     for column in ("median_s", "peak_mem_bytes"):
         if column not in rows:
@@ -63,13 +70,19 @@ def _draw(part: pd.DataFrame, title: str) -> Figure:
         if measured.empty:
             continue
         time_ax.plot(measured.index, measured["median_s"] * 1e3, marker="o", label=label)
-        memory = by_seq["peak_mem_bytes"].dropna()
-        mem_ax.plot(memory.index, memory / MIB, marker="o", label=label)
+        memory = by_seq["peak_mem_bytes"][by_seq["peak_mem_bytes"] > 0]  # a log axis: 0 bytes has no place
+        if not memory.empty:
+            mem_ax.plot(memory.index, memory / MIB, marker="o", label=label)
     seqs = np.array(sorted(part["seq"].unique()), dtype=float)
-    first = part.loc[part["seq"] == seqs[0], "peak_mem_bytes"].dropna()
+    first = part.loc[part["seq"] == seqs[0], "peak_mem_bytes"]
+    first = first[first > 0]
     if not first.empty:
         _guides(mem_ax, seqs, first / MIB)
     for ax, ylabel in ((time_ax, "median time per call (ms)"), (mem_ax, "peak memory above inputs (MiB)")):
+        if not ax.has_data():  # e.g. no peak memory recorded: say so, a log axis of nothing cannot be drawn
+            ax.text(0.5, 0.5, f"{ylabel}: not recorded", ha="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            continue
         ax.set_xscale("log", base=2)
         ax.set_xticks(seqs, labels=[str(int(s)) for s in seqs], minor=False)
         ax.minorticks_off()

@@ -35,6 +35,7 @@ def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    output_dir(args.out)
     written = write_all(load(args.results), Path(args.out))
     for path in written:
         print(path)

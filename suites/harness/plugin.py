@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,6 +86,8 @@ def observers(config: pytest.Config) -> list[Extension]:
             Path(trace_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise pytest.UsageError(f"--trace-dir {trace_dir}: {exc.strerror or exc}") from None
+        if not os.access(trace_dir, os.W_OK | os.X_OK):  # else every case's trace fails, said only in extra_info
+            raise pytest.UsageError(f"--trace-dir {trace_dir}: cannot write there (permission denied)")
         world = session(config).world
         found.append(tracing.TraceExtension(Path(trace_dir), None if world is None else world.rank))
     return found

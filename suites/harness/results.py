@@ -178,31 +178,37 @@ class ResultsWriter:
         self._install_signal_handlers()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.selected = sum("run_case" in getattr(item, "fixturenames", ()) for item in session.items)
+        self.selected = sum(_is_case(item) for item in session.items)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when == "call" and self.journal is not None and "run_case" in getattr(item, "fixturenames", ()):
+        if call.when == "call" and self.journal is not None and _is_case(item):
             self._journal_case(item)
         return report
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.targets:
             return
-        try:
+        written = True
+        with blocked_signals():  # a second Ctrl-C or SIGTERM waits until the file is whole
             output = self._output(session, exitstatus)
             text = dumps(output)
             for target in self.targets:
                 if target != self.json_path and not self.finished:
                     continue  # no empty autosaved runs in the storage; an explicit --benchmark-json is always written
-                write_atomically(target, text)
+                try:
+                    write_atomically(target, text)
+                except OSError as exc:
+                    written = False
+                    print(f"\nerror: cannot write {target} ({exc.strerror or exc}); the finished cases are in "
+                          f"{self.journal.path}, which `python -m reports` reads")
+                    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+                    continue
                 print(f"\nresults: {target}" + (f" (incomplete: {output['incomplete_reason']})"
                                                  if output.get("incomplete") else ""))
-        finally:
+            self.journal.close(remove=written)
             self._restore_signal_handlers()
-        if self.journal is not None:
-            self.journal.close(remove=True)
 
     # the parts
 
@@ -265,6 +271,11 @@ class ResultsWriter:
         self._old_handlers.clear()
 
 
+def _is_case(item: pytest.Item) -> bool:
+    """A test that measures (through `run_case` or pytest-benchmark's own fixture), as opposed to a plain test."""
+    return "benchmark" in getattr(item, "fixturenames", ())
+
+
 def _check_writable(folder: Path) -> None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise pytest.UsageError(f"{folder}: cannot write there (permission denied)")
@@ -275,7 +286,10 @@ def take_over(config: pytest.Config, not_measured: list[dict]) -> None:
 
     `--benchmark-json` is an open file by now (argparse's FileType opened it for writing while parsing); its
     name is kept and the handle closed. A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
+    Under torchrun only rank 0 owns the outputs (the other ranks would race for the same journal).
     """
+    if os.environ.get("RANK", "0") != "0":
+        return
     option = config.option
     handle = getattr(option, "benchmark_json", None)
     json_path = None
