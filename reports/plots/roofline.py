@@ -80,7 +80,7 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame, unplaced: int) ->
     others = iter(OTHER_SUITE_COLORS * len(suites))
     colors = {s: SUITE_COLORS.get(s) or next(others) for s in suites}
     for (suite, dtype), part in rows.groupby(["group", "dtype"], sort=True):
-        ax.scatter(part["intensity"], part["rate"] / scale, color=colors[suite], marker=MARKERS.get(dtype, "x"),
+        ax.scatter(part["intensity"], part["rate"] / scale, color=colors[suite], marker=MARKERS.get(dtype, "X"),
                    s=28, edgecolors="k", linewidths=0.4, zorder=3)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte of the case's traffic model)",
            ylabel=f"attained {unit} (FLOP / median device time)")

@@ -70,8 +70,8 @@ def configure(config: pytest.Config) -> None:
             option.benchmark_autosave = True
     if world is not None:
         distributed.quiet_other_ranks(option, world)  # after the autosave choice: ranks > 0 write nothing
-    if hasattr(option, "benchmark_save_data") and (world is None or world.rank == 0):
-        results.take_over(config, config.stash[SESSION].not_measured)
+    if hasattr(option, "benchmark_save_data"):
+        results.take_over(config, config.stash[SESSION].not_measured)  # rank 0 only under torchrun
 
 
 def observers(config: pytest.Config) -> list[Extension]:
