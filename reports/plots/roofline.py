@@ -86,7 +86,7 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame, unplaced: int) ->
            ylabel=f"attained {unit} (FLOP / median device time)")
     ax.grid(True, which="both", alpha=0.25)
     handles = [Line2D([], [], marker="o", linestyle="none", color=colors[s], label=f"suite: {s}") for s in suites]
-    handles += [Line2D([], [], marker=MARKERS.get(d, "x"), linestyle="none", color="grey", label=f"dtype: {d}")
+    handles += [Line2D([], [], marker=MARKERS.get(d, "X"), linestyle="none", color="grey", label=f"dtype: {d}")
                 for d in dtypes]
     bandwidths = ", ".join(f"{kind} {v['bandwidth'] / 1e9:.4g} GB/s" for kind, v in roofs.items()
                            if v.get("bandwidth"))
