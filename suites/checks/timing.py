@@ -19,7 +19,9 @@ from suites.checks.gpu_check import Row
 from suites.core.timing import FULL, QUICK, measure
 from suites.ops import matmul
 
-HOST_BOUND_DEVICE_SHARE = 0.5  # the tiny op's device time must be under half of its enqueue time
+# Without the hold, the GPU waits for the host between kernels and device time comes out equal to the enqueue time;
+# with it, device time is the kernels' own (a few microseconds against a host's 4-10 per launch).
+HOST_BOUND_DEVICE_SHARE = 0.8
 CUDA_GEMM = matmul.Shape("square", 4096, 4096, 4096)
 CPU_GEMM = matmul.Shape("square", 256, 256, 256)
 
