@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
+from suites.core import device as devices
 from suites.core import gemm
 from suites.core.cases import Case, Unsupported
-from suites.core.device import cpu_info, gpu_info
 from suites.core.precision import DTYPES, float32_mode
 from suites.core.timing import StopRule, measure
 
@@ -258,16 +258,13 @@ def search_bandwidth(device: torch.device, plan: Plan, clock: Callable[[], float
 
 
 def identity(device: torch.device) -> dict:
-    """What makes two runs the same machine for the cache: the device, its driver, torch build and threads."""
-    info: dict = {"torch": torch.__version__, "device_type": device.type}
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info |= {"gpu": props.name, "capability": f"{props.major}.{props.minor}",
-                 "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory,
-                 "cuda": torch.version.cuda, "driver": gpu_info(device).driver}
-    else:
-        cpu = cpu_info()
-        info |= {key: cpu[key] for key in ("model", "usable_cores", "torch_threads", "capability")}
+    """What makes two runs the same machine for the cache: the machine identity the results carry (the GPU's UUID,
+    so two boxes of one GPU model never share peaks, or the CPU model and threads; driver, CUDA, torch), and on a
+    CPU the cores and the instruction set torch's kernels use."""
+    info = devices.identity(device) | {"device_type": device.type}
+    if device.type != "cuda":
+        cpu = devices.cpu_info()
+        info |= {key: cpu[key] for key in ("usable_cores", "torch_threads", "capability")}
     return info
 
 
@@ -278,7 +275,7 @@ def default_cache() -> Path:
 
 def cache_path(directory: Path, ident: dict, profile: str) -> Path:
     """`<device>-<hash of the identity>-<profile>.json` under directory."""
-    name = ident.get("gpu") or ident.get("model") or ident["device_type"]
+    name = ident.get("machine") or ident["device_type"]
     digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
     return directory / f"{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-')}-{digest}-{profile}.json"
 
