@@ -34,6 +34,7 @@ import torch.distributed as dist
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.runner import CaseResult, first_line
 from suites.core.timing import Measurement, StopRule, rel_iqr
+from suites.harness import results
 
 DEFAULT_TIMEOUT_S = 300.0
 # torch 2.13 renamed all_gather_into_tensor (now deprecated) to all_gather_single
@@ -100,13 +101,11 @@ def leave() -> None:
 
 
 def quiet_other_ranks(option, world: World) -> None:
-    """Only rank 0 writes results and prints the table: the others drop --benchmark-json (argparse has already
-    opened the file; rank 0 rewrites it), saving and autosaving."""
+    """Only rank 0 writes results and prints the table: the others drop --benchmark-json, saving and
+    autosaving."""
     if world.rank == 0:
         return
-    if getattr(option, "benchmark_json", None) is not None:
-        option.benchmark_json.close()
-        option.benchmark_json = None
+    results.drop_json_option(option)
     for name, off in (("benchmark_save", None), ("benchmark_autosave", False), ("benchmark_quiet", True)):
         if hasattr(option, name):
             setattr(option, name, off)

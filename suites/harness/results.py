@@ -281,22 +281,30 @@ def _check_writable(folder: Path) -> None:
         raise pytest.UsageError(f"{folder}: cannot write there (permission denied)")
 
 
+def drop_json_option(option: object) -> Path | None:
+    """Take `--benchmark-json` away from pytest-benchmark and return where it pointed. Before 5.3 the option is
+    an open file by now (argparse's FileType opened it for writing while parsing): its handle is closed; from 5.3
+    on it is a path."""
+    value = getattr(option, "benchmark_json", None)
+    if value is None:
+        return None
+    option.benchmark_json = None
+    if hasattr(value, "close"):
+        value.close()
+        return Path(value.name)
+    return Path(value)
+
+
 def take_over(config: pytest.Config, not_measured: list[dict]) -> None:
     """Take the file outputs from pytest-benchmark (before its session reads the options) and register the writer.
 
-    `--benchmark-json` is an open file by now (argparse's FileType opened it for writing while parsing); its
-    name is kept and the handle closed. A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
-    Under torchrun only rank 0 owns the outputs (the other ranks would race for the same journal).
+    A storage that is not a folder (elasticsearch) stays pytest-benchmark's. Under torchrun only rank 0 owns the
+    outputs (the other ranks would race for the same journal).
     """
     if os.environ.get("RANK", "0") != "0":
         return
     option = config.option
-    handle = getattr(option, "benchmark_json", None)
-    json_path = None
-    if handle is not None:
-        json_path = Path(handle.name)
-        handle.close()
-        option.benchmark_json = None
+    json_path = drop_json_option(option)
     save_name = None
     storage = str(getattr(option, "benchmark_storage", "") or "")
     if "://" not in storage or storage.startswith("file://"):
