@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 
 from reports.load import load
-from reports.noise import MIN_HISTORY, between_runs, estimate, has_between_run_data, level, round_medians, within_runs
+from reports.noise import (
+    MIN_HISTORY,
+    WHOLE_RUN_FLOOR_PCT,
+    between_runs,
+    estimate,
+    has_between_run_data,
+    level,
+    round_medians,
+    within_runs,
+)
 from tests.resultfiles import ROUNDS_A, ROUNDS_B, RUN_A
 
 
@@ -50,12 +59,15 @@ def test_estimate_uses_the_largest_noise_and_the_floor_when_runs_agree():
     found = estimate([a], b)
     assert found.ratio == pytest.approx(level(b) / level(a))
     assert found.ci_low < found.ratio < found.ci_high and "3 rounds x 2 runs" in found.basis
-    assert found.noise_pct == pytest.approx(np.expm1(within_runs([a, b])[0]) * 100)
+    within = np.expm1(within_runs([a, b])[0]) * 100
+    assert found.noise_pct == pytest.approx(max(within, WHOLE_RUN_FLOOR_PCT))
     quiet = a.copy()
     quiet["round_medians_s"] = [a["median_s"]] * 3  # three identical rounds: no spread at all
-    floor = estimate([quiet], quiet, noise_floor_pct=2.0)
-    assert floor.ratio == 1.0 and floor.noise_pct == pytest.approx(2.0) and "floor 2 %" in floor.basis
-    assert floor.ci_high == pytest.approx(np.exp(1.96 * np.log1p(0.02) * np.sqrt(2)), rel=1e-3)
+    floor = estimate([quiet], quiet, noise_floor_pct=4.0)
+    assert floor.ratio == 1.0 and floor.noise_pct == pytest.approx(4.0) and "floor 4 %" in floor.basis
+    assert floor.ci_high == pytest.approx(np.exp(1.96 * np.log1p(0.04) * np.sqrt(2)), rel=1e-3)
+    # one baseline run cannot see what holds a whole run: it never assumes less than the whole-run floor
+    assert estimate([quiet], quiet, noise_floor_pct=0.5).noise_pct == pytest.approx(WHOLE_RUN_FLOOR_PCT)
 
 
 def test_with_a_history_the_run_levels_spread_and_the_rounds_mean_noise_judge():

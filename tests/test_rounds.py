@@ -52,7 +52,7 @@ def test_rounds_are_recorded_and_the_autosave_name_is_pytest_benchmarks_tag(tmp_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "bench round 1/2: 1 cases" in proc.stdout
     (saved,) = tmp_path.rglob("*.json")
-    assert re.fullmatch(r"0001_[0-9a-f]{40}_\d{8}_\d{6}(_uncommited-changes)?\.json", saved.name), saved.name
+    assert re.fullmatch(r"0001_[0-9a-f]{40}_\d{8}_\d{6}(_uncommitt?ed-changes)?\.json", saved.name), saved.name
     data = json.loads(saved.read_text())
     (bench,) = data["benchmarks"]
     info = bench["extra_info"]
