@@ -18,7 +18,7 @@ import torch
 from suites.checks.gpu_check import Row
 from suites.core import device as devices
 from suites.core import nvml
-from suites.observers.telemetry import decode_reasons
+from suites.observers.telemetry import REASON_GETTERS, decode_reasons
 
 
 def _version(package: str) -> str | None:
@@ -62,8 +62,7 @@ def gpu_rows(device: torch.device) -> list[Row]:
     if handle is None:
         rows.append(Row("preflight", "NVML", reason or handle_reason or "no handle", "available", False))
         return rows
-    getter = next((g for n in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
-                   if (g := getattr(lib, n, None))), None)
+    getter = next((g for name in REASON_GETTERS if (g := getattr(lib, name, None))), None)
     mask = nvml.query(getter, handle) if getter else None
     rows.append(Row("preflight", "clock-event reasons at rest",
                     ", ".join(decode_reasons(mask)) or "none" if mask is not None else "not reported", "", None))

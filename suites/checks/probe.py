@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from suites.checks.gpu_check import ROW_PREFIX, load_function
+from suites.core.runner import first_line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = load_function(name)(Path(out), torch.device(device))
     except Exception as exc:  # the probe's boundary: gpu_check records the failure as a row
-        print(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}", flush=True)
+        print(first_line(exc), flush=True)
         return 1
     for row in rows:
         print(ROW_PREFIX + json.dumps(asdict(row)), flush=True)

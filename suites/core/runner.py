@@ -172,12 +172,12 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
     return CaseResult(case, "error", first_line(exc), extra_info=info)
 
 
-def run_case(case: Case, device: torch.device, rule: StopRule, peaks: Peaks | None = None,
+def run_case(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks | None = None,
              extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None) -> CaseResult:
     """Build, measure and check one case; never raises for a failing case, it returns the failure.
     With `lockstep` (several ranks), every figure derives from the slowest rank's samples."""
     workload = None
-    peaks = peaks or Peaks()
+    peaks = peaks or DevicePeaks()
     try:
         with float32_mode(case.tf32):
             built_at = time.perf_counter()
@@ -198,7 +198,7 @@ def run_case(case: Case, device: torch.device, rule: StopRule, peaks: Peaks | No
 
 
 @dataclass(frozen=True)
-class Peaks:
+class DevicePeaks:
     """The device's peaks a case is compared with: FLOP/s of the case's dtype and memory bandwidth (None: unknown)."""
 
     flops: float | None = None
@@ -225,7 +225,7 @@ def _prime(workload: Workload, device: torch.device) -> int:
 
 
 def _measure_and_check(case: Case, workload: Workload, device: torch.device, rule: StopRule,
-                       peaks: Peaks, extensions: Sequence[Extension],
+                       peaks: DevicePeaks, extensions: Sequence[Extension],
                        lockstep: Lockstep | None = None) -> CaseResult:
     info = _base_info(case, device) | workload.extra_info
     baseline = _prime(workload, device)

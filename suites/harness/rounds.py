@@ -10,8 +10,8 @@ Rounds 1..N-1 run before pytest's own pass (`measure_rounds`, from the `pytest_r
 another order (`round_order`) so that no case always sits at the same moment of a pass; pytest's pass is round
 N and records the case with `round_medians_s` (`merge`). Each round uses the per-round
 rule of the profile (`ROUND_RULES`): shorter than the profile's rule so that N rounds cost about what one
-measurement did. Correctness experiments (the numerics suite) are not speed figures and run once, under the
-profile's rule. Observers (telemetry, traces) run in pytest's round only: they describe the recorded case and a
+measurement did. Correctness experiments (`Case.kind` `check`, the numerics suite) are not speed figures and run
+once. Observers (telemetry, traces) run in pytest's round only: they describe the recorded case and a
 trace of every round would be N copies of the same thing.
 """
 
@@ -34,8 +34,6 @@ QUICK_ROUND = StopRule(min_samples=5, min_time_s=0.02, target_rel_iqr=0.05, time
 FULL_ROUND = StopRule(min_samples=10, min_time_s=0.2, target_rel_iqr=0.02, timeout_s=5.0, warmup_s=0.05)
 ROUND_RULES = {"quick": QUICK_ROUND, "full": FULL_ROUND}
 NIGHTLY_ROUNDS = 3
-# Suites whose cases are correctness experiments, not speed figures: measured once, whatever --bench-rounds says.
-SINGLE_ROUND_SUITES = frozenset({"numerics"})
 
 
 def parse_rounds(value: int) -> int:
@@ -70,8 +68,9 @@ class RoundLog:
 
 
 def in_rounds(case: Case) -> bool:
-    """Whether a case is measured in every round: speed figures are, correctness experiments are not."""
-    return case.suite not in SINGLE_ROUND_SUITES
+    """Whether a case is measured in every round: speed figures are, correctness experiments (`kind` `check`,
+    run once by the runner) are not."""
+    return case.kind != "check"
 
 
 def bench_cases(items: Sequence[pytest.Item]) -> list[Case]:

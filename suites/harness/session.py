@@ -18,9 +18,9 @@ import torch
 
 from suites.core import achievable
 from suites.core import device as devices
-from suites.core.cases import Case
+from suites.core.cases import Case, select_dtypes
 from suites.core.precision import DTYPES
-from suites.core.runner import CaseResult, Extension, Peaks, run_case
+from suites.core.runner import CaseResult, DevicePeaks, Extension, run_case
 from suites.core.timing import RULES, StopRule
 from suites.harness import distributed
 from suites.harness import rounds as bench_rounds
@@ -73,15 +73,15 @@ class BenchSession:
         return (distributed.lockstep_rule(rule, samples),
                 distributed.RankLockstep(self.world, self.device, rule.target_rel_iqr))
 
-    def peaks(self, dtype: str | None) -> Peaks:
+    def peaks(self, dtype: str | None) -> DevicePeaks:
         """The device's peak FLOP/s for a dtype and its memory bandwidth in GB/s (None on CPU: no honest peak is
         known there)."""
         if self.device.type != "cuda":
-            return Peaks()
+            return DevicePeaks()
         if self._peaks is None:
             self._peaks = devices.gpu_info(self.device).peaks
         bandwidth = self._peaks.get("bandwidth", {}).get("value")
-        return Peaks(self._peaks.get(dtype, {}).get("value") if dtype else None,
+        return DevicePeaks(self._peaks.get(dtype, {}).get("value") if dtype else None,
                      bandwidth / 1e9 if bandwidth else None)
 
     def achievable(self) -> achievable.Peaks | None:
@@ -117,7 +117,7 @@ class BenchSession:
         return self._achievable.as_dict()
 
     def select(self, cases: list[Case]) -> list[Case]:
-        return [c for c in cases if self.dtypes is None or c.params.get("dtype") in self.dtypes]
+        return select_dtypes(cases, self.dtypes)
 
 
 def from_config(config: pytest.Config) -> BenchSession:
