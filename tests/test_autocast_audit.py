@@ -17,7 +17,7 @@ from suites.harness.session import SMOKE
 from suites.training import autocast_audit, numerics
 from suites.training.autocast_audit import Auditor, DtypeRecorder, OpSummary, is_matmul, summarize, violations
 from suites.training.model_spec import ModelSpec
-from suites.training.train_step import make_optimizer, make_step
+from suites.training.recipe import make_optimizer, make_step
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")

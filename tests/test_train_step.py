@@ -10,10 +10,10 @@ import torch
 from suites.core.cases import Unsupported
 from suites.core.runner import run_case
 from suites.core.timing import StopRule
-from suites.training import memory_budget, param_bytes, train_step
+from suites.training import memory_budget, param_bytes, recipe, train_step
 from suites.training.data import token_batch, token_batches
 from suites.training.models import GPT, GPTConfig
-from suites.training.train_step import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
+from suites.training.recipe import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=2, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
@@ -30,7 +30,7 @@ def _flat(model: torch.nn.Module) -> torch.Tensor:
 
 
 def test_scaler_is_enabled_only_for_float16():
-    assert [make_scaler(p, CPU).is_enabled() for p in train_step.PRECISIONS] == [False, False, True, False]
+    assert [make_scaler(p, CPU).is_enabled() for p in recipe.PRECISIONS] == [False, False, True, False]
 
 
 @pytest.mark.parametrize(("precision", "kind"), [("fp32", "foreach"), ("amp_bf16", "fused"), ("amp_fp16", "fused")])
@@ -130,7 +130,7 @@ def test_every_lever_is_a_case_with_unique_ids():
     for case in cases:
         for key, value in case.params.items():
             values.setdefault(key, set()).add(value)
-    assert values["precision"] == set(train_step.PRECISIONS)
+    assert values["precision"] == set(recipe.PRECISIONS)
     expected = {"compile": {"off", "on"}, "optimizer": {"foreach", "fused"}, "checkpoint": {"off", "block"},
                 "accum": {"1", "4"}, "sync": {"none", "item"}, "memory_format": {"contiguous", "channels_last"},
                 "num_workers": {"resident", "0", "2"}, "pin_memory": {"off", "on"}, "vocab": {"1000", "1024"}}

@@ -13,7 +13,7 @@ import torch
 from suites.core.runner import run_case
 from suites.harness.session import SMOKE
 from suites.training import advise
-from suites.training.train_step import split_batch
+from suites.training.recipe import split_batch
 from suites.training.user_model import ModelError, UserModel, enable_checkpointing, load
 from tests import user_models
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from suites.checks.gpu_check import Row
-from suites.training.train_step import PRECISIONS
+from suites.training.recipe import PRECISIONS
 
 MODEL = "gpt2-124m"
 BYTES_PER_PARAM_RANGE = (14.0, 20.0)

@@ -34,7 +34,8 @@ from suites.distributed import group
 from suites.training import param_bytes
 from suites.training.data import token_batches
 from suites.training.models import GPT, GPTConfig
-from suites.training.train_step import PEAK_DTYPE, PROFILES, Profile, make_optimizer, make_step
+from suites.training.recipe import PEAK_DTYPE, make_optimizer, make_step
+from suites.training.train_step import PROFILES, Profile
 
 SUITE = "train_step"
 SEED = 0

@@ -31,7 +31,7 @@ from suites.core import device as devices
 from suites.core.cases import Unsupported
 from suites.training import model_spec
 from suites.training.model_spec import ModelSpec
-from suites.training.train_step import make_optimizer, make_step
+from suites.training.recipe import make_optimizer, make_step
 
 AUTOCAST_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 PRECISION = {"float16": "amp_fp16", "bfloat16": "amp_bf16"}

@@ -29,7 +29,7 @@ from suites.core.cases import Case, Workload
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
 from suites.core.runner import is_oom
 from suites.training.model_spec import ModelSpec
-from suites.training.train_step import PEAK_DTYPE, TrainStep, make_optimizer, make_step
+from suites.training.recipe import PEAK_DTYPE, TrainStep, make_optimizer, make_step
 
 SUITE = "train_step"
 PRECISIONS = ("fp32", "amp_bf16")

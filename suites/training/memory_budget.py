@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 import torch
 from tabulate import tabulate
 
-from suites.training import param_bytes, train_step
+from suites.training import param_bytes, recipe, train_step
 from suites.training.data import token_batches
 from suites.training.models import GPT, GPTConfig
 from suites.training.param_bytes import MemoryBudget, table
@@ -28,9 +28,9 @@ def measure_budget(model: str, master_weights: bool, device: torch.device, steps
     if master_weights:
         net.to(torch.bfloat16)
     optimizer = train_step.optimizer_for(net, levers, profile.lr)
-    step = train_step.make_step(net, optimizer, levers.precision, device=device)
+    step = recipe.make_step(net, optimizer, levers.precision, device=device)
     vocab = GPTConfig.preset(model).vocab_size
-    train_step.train(step, token_batches(vocab, 2, config.block_size, steps, train_step.SEED, device))
+    recipe.train(step, token_batches(vocab, 2, config.block_size, steps, train_step.SEED, device))
     return param_bytes.measure(net, optimizer)
 
 

@@ -29,7 +29,7 @@ import torch
 from suites.core.cases import Case, Workload
 from suites.training import autocast_audit
 from suites.training.model_spec import ModelSpec
-from suites.training.train_step import make_optimizer, make_step, train
+from suites.training.recipe import make_optimizer, make_step, train
 
 SUITE = "numerics"
 

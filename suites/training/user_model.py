@@ -27,8 +27,8 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.runner import first_line, is_oom
+from suites.training.recipe import PEAK_DTYPE
 from suites.training.train_step import (
-    PEAK_DTYPE,
     PROFILES,
     SEED,
     SUITE,
