@@ -1,11 +1,11 @@
 """Naive attention against SDPA with each backend forced, in time and memory: cases from suites/ops/attention.py."""
 
-from suites.harness import plugin
+from suites.harness import pytest_plugin
 from suites.ops import attention
 
 
 def pytest_generate_tests(metafunc):
-    plugin.parametrize(metafunc, attention.cases)
+    pytest_plugin.parametrize(metafunc, attention.cases)
 
 
 def test_attention(case, run_case):

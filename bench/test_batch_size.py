@@ -2,13 +2,13 @@
 
 import functools
 
-from suites.harness import plugin
+from suites.harness import pytest_plugin
 from suites.training import batch_size
 
 
 def pytest_generate_tests(metafunc):
     budget = metafunc.config.getoption("bench_mem_budget")
-    plugin.parametrize(metafunc, functools.partial(batch_size.cases, budget=budget))
+    pytest_plugin.parametrize(metafunc, functools.partial(batch_size.cases, budget=budget))
 
 
 def test_batch_size(case, run_case):

@@ -1,11 +1,11 @@
 """Collectives across message sizes under torchrun: cases from suites/distributed/collectives.py."""
 
 from suites.distributed import collectives
-from suites.harness import plugin
+from suites.harness import pytest_plugin
 
 
 def pytest_generate_tests(metafunc):
-    plugin.parametrize(metafunc, collectives.cases)
+    pytest_plugin.parametrize(metafunc, collectives.cases)
 
 
 def test_collectives(case, run_case):

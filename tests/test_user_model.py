@@ -164,7 +164,7 @@ def test_the_combination_holds_only_levers_that_helped(rows):
 # --------------------------------------------------------------------------------------------------------------
 # In pytest: a bench file of a few lines, outside this repository, run as the built-in suites are
 
-BENCH = '''from suites.harness import plugin
+BENCH = '''from suites.harness import pytest_plugin
 from suites.training.user_model import UserModel
 from tests.user_models import dict_batch, dict_model
 
@@ -172,7 +172,7 @@ MODEL = UserModel(dict_model, dict_batch, name="mlp")
 
 
 def pytest_generate_tests(metafunc):
-    plugin.parametrize(metafunc, MODEL.cases)
+    pytest_plugin.parametrize(metafunc, MODEL.cases)
 
 
 def test_levers(case, run_case):

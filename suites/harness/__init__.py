@@ -1,6 +1,6 @@
 """The pytest side: options, the run's session, the logic behind the `run_case` fixture, JSON hooks.
 
 Belongs here: what joins the core and the observers to pytest and pytest-benchmark (`pytest_plugin` holds the
-hooks and calls into `plugin`; the root conftest.py only loads it, and a bench file elsewhere loads it with
+options, hooks and fixture; the root conftest.py only loads it, and a bench file elsewhere loads it with
 `pytest -p suites.harness.pytest_plugin`). May import `suites.core` and `suites.observers`; never a suite.
 """

@@ -204,7 +204,7 @@ def table(rows: list[Row], budget: int | None) -> str:
 BENCH_FILE = '''"""Written by python -m suites.advise: the training-step levers of {model}. Rerun it with
 pytest -p suites.harness.pytest_plugin {path} --benchmark-only"""
 
-from suites.harness import plugin
+from suites.harness import pytest_plugin
 from suites.training.train_step import Levers
 from suites.training.user_model import UserModel, load
 
@@ -218,7 +218,7 @@ MODEL = UserModel(
 
 
 def pytest_generate_tests(metafunc):
-    plugin.parametrize(metafunc, MODEL.cases)
+    pytest_plugin.parametrize(metafunc, MODEL.cases)
 
 
 def test_levers(case, run_case):
