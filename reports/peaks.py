@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.dtypes import DTYPE_ORDER
 from reports.errors import InputError
 from reports.load import read_json, warn
-from reports.plots.style import DTYPE_ORDER
 
 COLUMNS = ["device", "kind", "dtype", "value", "at", "how"]  # dtype `bandwidth`: value in bytes/s
 

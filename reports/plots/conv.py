@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from reports.dtypes import dtypes_in_order
+
 GROUP = "conv"
-DTYPE_ORDER = ["float32", "tf32", "float16", "bfloat16"]
 FORMAT_ORDER = ["contiguous", "channels_last"]
 
 
@@ -26,7 +27,7 @@ def measured(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _draw(part: pd.DataFrame, title: str) -> Figure:
-    dtypes = [d for d in DTYPE_ORDER if d in set(part["dtype"])]
+    dtypes = dtypes_in_order(part["dtype"].unique())
     layers = list(dict.fromkeys(part["layer"] + "\n" + part["shape"]))  # in the order the suite ran them
     fig = Figure(figsize=(max(6.0, 1.1 * len(layers)) * len(dtypes) / 2 + 2, 5), layout="constrained")
     axes = fig.subplots(1, len(dtypes), sharey=True, squeeze=False)[0]

@@ -18,7 +18,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from reports import peaks as device_peaks
-from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, dtypes_in_order, file_name, flops_unit
+from reports.dtypes import dtypes_in_order
+from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, file_name, flops_unit
 
 GROUP = "matmul"
 

@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from reports import peaks as device_peaks
-from reports.plots.style import DTYPE_COLORS, dtypes_in_order, file_name, flops_unit
+from reports.dtypes import dtypes_in_order
+from reports.plots.style import DTYPE_COLORS, file_name, flops_unit
 
 MARKERS = {"float32": "o", "tf32": "D", "float16": "s", "bfloat16": "^", "float8_e4m3fn": "P"}
 # Suite colours stay clear of the dtype colours of the roofs (reports.plots.style).

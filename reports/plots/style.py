@@ -1,4 +1,5 @@
-"""What every plot shares: the dtype ladder's order and colours, FLOP/s units that read well, file names.
+"""What every plot shares: the dtype ladder's colours (its order is reports/dtypes.py's), FLOP/s units that read
+well, file names.
 
 One colour per dtype in every figure, so a reader who learned that bfloat16 is green on the matmul picture
 finds it green on the roofline too.
@@ -8,16 +9,9 @@ from __future__ import annotations
 
 import re
 
-DTYPE_ORDER = ["float32", "tf32", "float16", "bfloat16", "float8_e4m3fn"]
 DTYPE_COLORS = {"float32": "#4c72b0", "tf32": "#8172b3", "float16": "#dd8452", "bfloat16": "#55a868",
                 "float8_e4m3fn": "#c44e52"}
 ALIGN_LABEL = {"64": "multiple of 64", "8": "multiple of 8 only", "odd": "odd"}
-
-
-def dtypes_in_order(values) -> list[str]:
-    """The dtypes present, in ladder order (unknown names last, sorted)."""
-    present = {str(v) for v in values}
-    return [d for d in DTYPE_ORDER if d in present] + sorted(present - set(DTYPE_ORDER))
 
 
 def flops_unit(largest: float) -> tuple[str, float]:

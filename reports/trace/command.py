@@ -23,10 +23,18 @@ from tabulate import tabulate
 from reports.trace.events import read_trace
 from reports.trace.kernels import NAME_NOISE
 from reports.trace.ranks import RankSpread, spread
-from reports.trace.summary import Breakdown, DeviceSummary, HostSummary, TraceSummary, summarize_trace
+from reports.trace.summary import (
+    FIGURES,
+    Breakdown,
+    DeviceSummary,
+    HostSummary,
+    TraceSummary,
+    no_gpu_message,
+    summarize_trace,
+    summary_to_json,
+)
 
 NAME_WIDTH = 90
-FIGURES = ("span_us", "busy_us", "idle_us", "compute_us", "non_compute_us")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,71 +86,6 @@ def ranks_to_text(ranks: RankSpread) -> str:
     tail = (f"straggler: rank {ranks.straggler} (most compute); compute spread {ranks.compute_spread_us:.1f} us, "
             f"span spread {ranks.span_spread_us:.1f} us")
     return f"{head}\n{table}\n{tail}"
-
-
-def no_gpu_message(summary: TraceSummary) -> str | None:
-    """The notice for a trace without GPU events (a CPU-only profile, or one recorded without CUDA activities)."""
-    if summary.devices:
-        return None
-    return f"{summary.path}: no GPU events (kernel, gpu_memcpy, gpu_memset) in this trace; host figures only"
-
-
-def summary_to_json(summary: TraceSummary, top: int) -> dict[str, Any]:
-    """The JSON object of one file (see the module docstring)."""
-    return {
-        "file": summary.path,
-        "devices": [_device_json(device, top) for device in summary.devices],
-        "host": _host_json(summary.host),
-        "steps": summary.steps,
-        "message": no_gpu_message(summary),
-    }
-
-
-def _device_json(device: DeviceSummary, top: int) -> dict[str, Any]:
-    return {
-        "device": device.device,
-        "name": device.name,
-        **_breakdown_json(device.overall, top),
-        "steps": [{"step": step.step, **_breakdown_json(step.breakdown, top)} for step in device.steps],
-    }
-
-
-def _breakdown_json(figures: Breakdown, top: int) -> dict[str, Any]:
-    share = figures.tensor_core_share
-    return {
-        **{key: round(getattr(figures, key), 3) for key in FIGURES},
-        "tensor_core_share": None if share is None else round(share, 4),
-        "kernel_count": figures.kernel_count,
-        "event_count": figures.event_count,
-        "top_kernels": [
-            {
-                "name": kernel.name,
-                "class": kernel.kernel_class,
-                "count": kernel.count,
-                "total_us": round(kernel.total_us, 3),
-                "mean_us": round(kernel.mean_us, 3),
-                "share": round(kernel.share, 4),
-            }
-            for kernel in figures.kernels[:top]
-        ],
-        "classes": [
-            {"class": c.name, "count": c.count, "total_us": round(c.total_us, 3), "share": round(c.share, 4)}
-            for c in figures.classes
-        ],
-    }
-
-
-def _host_json(host: HostSummary) -> dict[str, Any]:
-    return {
-        "sync_call_count": sum(host.sync_calls.values()),
-        "sync_calls": host.sync_calls,
-        "sync_us": round(host.sync_us, 3),
-        "htod_bytes": host.htod_bytes,
-        "htod_copies": host.htod_copies,
-        "dtoh_bytes": host.dtoh_bytes,
-        "dtoh_copies": host.dtoh_copies,
-        "copies_without_bytes": host.copies_without_bytes,
-    }
 
 
 def summary_to_text(summary: TraceSummary, top: int) -> str:

@@ -18,9 +18,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from reports.errors import InputError
-from reports.trace.command import summary_to_json
 from reports.trace.events import read_trace
-from reports.trace.summary import summarize_trace
+from reports.trace.summary import summarize_trace, summary_to_json
 from suites.core.cases import Case, Workload
 from suites.core.runner import Extension, first_line
 
