@@ -26,7 +26,7 @@ from tabulate import tabulate
 
 from reports.errors import InputError
 from reports.load import load, output_dir
-from reports.stats import Step, fitted, steps
+from reports.stats import LevelShift, fitted, steps
 from reports.table import format_time
 
 matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
@@ -40,7 +40,7 @@ class Trend:
     group: str | None
     device: str
     runs: pd.DataFrame  # datetime, commit, file, median_s, q1_s, q3_s; oldest first
-    steps: list[Step]
+    steps: list[LevelShift]
 
     def run_label(self, index: int) -> str:
         run = self.runs.iloc[index]

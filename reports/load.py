@@ -30,6 +30,9 @@ from reports.validate import warn
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "machine_id", "group", "name", "fullname", "case",
                "status"]
 JOURNAL_SUFFIX = ".journal"
+# extra_info fields whose name is a run column's: `device` is torch's device string (cuda:0), the run's `device`
+# column the device's name (NVIDIA H200), by which every report groups.
+RENAMED_EXTRA = {"device": "torch_device"}
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
 KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
                 "incomplete_reason"}
@@ -157,6 +160,7 @@ def _row(path: Path, run: dict, bench: dict, measured: bool) -> dict:
     row["param_names"] = ",".join(axes)
     for key, value in validate.figures(where, extra).items():
         if key not in ("case", "status"):
+            key = RENAMED_EXTRA.get(key, key)
             row[key if key not in row else f"extra_{key}"] = value
     telemetry = extra.get("telemetry")
     if isinstance(telemetry, dict):

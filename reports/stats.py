@@ -28,7 +28,7 @@ PENALTY = 6.0
 
 
 @dataclass(frozen=True)
-class Step:
+class LevelShift:
     """A jump between two fitted levels: at run index `at` the level goes from `before` to `after` (seconds)."""
 
     at: int
@@ -79,7 +79,8 @@ def _levels(medians: np.ndarray, cuts: list[int]) -> list[float]:
     return [float(np.median(medians[a:b])) for a, b in itertools.pairwise(bounds)]
 
 
-def steps(medians: list[float] | np.ndarray, min_effect: float = 0.05, penalty_scale: float = PENALTY) -> list[Step]:
+def steps(medians: list[float] | np.ndarray, min_effect: float = 0.05,
+          penalty_scale: float = PENALTY) -> list[LevelShift]:
     """The steps of a series of run medians (seconds, oldest first) whose size is at least min_effect."""
     medians = np.asarray(medians, dtype=float)
     if len(medians) < 2 or not np.all(medians > 0):
@@ -95,10 +96,10 @@ def steps(medians: list[float] | np.ndarray, min_effect: float = 0.05, penalty_s
             break
         del cuts[smallest + 1]
     levels = _levels(medians, cuts)
-    return [Step(int(at), before, after) for at, before, after in zip(cuts[1:], levels, levels[1:], strict=False)]
+    return [LevelShift(int(at), before, after) for at, before, after in zip(cuts[1:], levels, levels[1:], strict=False)]
 
 
-def fitted(medians: list[float] | np.ndarray, found: list[Step]) -> np.ndarray:
+def fitted(medians: list[float] | np.ndarray, found: list[LevelShift]) -> np.ndarray:
     """The piecewise-constant fit drawn under the data: each run's segment level."""
     medians = np.asarray(medians, dtype=float)
     cuts = [0, *(s.at for s in found)]

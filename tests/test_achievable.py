@@ -27,8 +27,8 @@ CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=0.2, warmup_s=0.0)
 
 
-def plan(budget_s: float = 100.0, sizes=(256, 512, 1024, 2048), step=256, min_step=32) -> achievable.Plan:
-    return achievable.Plan(sizes, step, min_step, budget_s, (4 * 2**20,), 0.5, RULE)
+def plan(budget_s: float = 100.0, sizes=(256, 512, 1024, 2048), step=256, min_step=32) -> achievable.SearchPlan:
+    return achievable.SearchPlan(sizes, step, min_step, budget_s, (4 * 2**20,), 0.5, RULE)
 
 
 class Clock:
@@ -146,7 +146,7 @@ def test_cache_round_trip_and_identity(tmp_path):
 
 
 def test_a_real_search_on_this_cpu(tmp_path):
-    small = achievable.Plan((64, 128), 32, 32, 1.0, (2**20,), 0.5, RULE)
+    small = achievable.SearchPlan((64, 128), 32, 32, 1.0, (2**20,), 0.5, RULE)
     found = achievable.search_gemm("float32", CPU, small)
     m, n, k = map(int, found.at.split("x"))
     assert found.value > 0 and found.tried >= 2 and min(m, n, k) >= 32

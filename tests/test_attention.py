@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from suites.checks import attention as attention_check
 from suites.core.cases import Unsupported
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.ops import attention
 from suites.ops.attention import Point, Shape
@@ -81,7 +81,7 @@ GRID = attention.every_path(Point(Shape(1, 2, 64, 32), True, "fwd_bwd"))
 
 @pytest.mark.parametrize("case", GRID, ids=[c.id.split("/", 2)[1] + "-" + c.params["dtype"] for c in GRID])
 def test_every_implementation_on_cpu_is_within_tolerance_or_skipped_with_torchs_reason(case):
-    result = run_case(case, CPU, SMOKE)
+    result = execute(case, CPU, SMOKE)
     if case.params["impl"] in ("efficient", "cudnn"):  # CUDA-only backends
         assert result.status == "unsupported"
         assert result.reason.startswith(f"sdpa_kernel({case.params['impl']}): ") and "backend" in result.reason
@@ -235,7 +235,7 @@ def test_forced_flash_in_float32_on_cuda_is_unsupported_with_torchs_reasons():
 @CUDA
 def test_on_cuda_flash_needs_less_memory_than_naive_and_both_match_float64():
     point = Point(Shape(1, 8, 2048, 128), True, "fwd_bwd")
-    results = {impl: run_case(attention.make_case(impl, "bfloat16", point), torch.device("cuda"), SMOKE)
+    results = {impl: execute(attention.make_case(impl, "bfloat16", point), torch.device("cuda"), SMOKE)
                for impl in ("naive", "flash")}
     for result in results.values():
         assert result.status == "ok", result.reason

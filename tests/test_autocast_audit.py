@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.training import autocast_audit, numerics
 from suites.training.autocast_audit import Auditor, DtypeRecorder, OpSummary, is_matmul, summarize, violations
@@ -82,7 +82,7 @@ def test_rule_flags_reductions_only_in_the_forward():
 def test_cnn_mean_is_flagged_in_the_case(recwarn):
     """Autocast leaves the CNN's global average pool (a mean) in bfloat16: flagged and printed, not a failure."""
     case = next(c for c in numerics.cases("quick") if c.id == "numerics/autocast_audit/cnn-tiny/bfloat16")
-    result = run_case(case, torch.device("cpu"), SMOKE)
+    result = execute(case, torch.device("cpu"), SMOKE)
     assert result.status == "ok", result.reason
     assert any("mean" in v for v in result.extra_info["violations"])
     assert any(issubclass(w.category, numerics.AutocastAuditWarning) for w in recwarn)

@@ -86,13 +86,13 @@ def test_search_on_real_peaks_is_tight_and_repeatable():
 
 
 def test_sweep_case_over_budget_is_recorded_as_oom():
-    from suites.core.runner import run_case
+    from suites.core.runner import execute
     from suites.harness.session import SMOKE
 
     case = batch_size.sweep_case(GPT, "fp32", 16, "quick", budget=2**20)
-    result = run_case(case, CPU, SMOKE)
+    result = execute(case, CPU, SMOKE)
     assert result.status == "oom" and "exceeds" in result.reason
-    fits = run_case(batch_size.sweep_case(GPT, "fp32", 2, "quick", budget=None), CPU, SMOKE)
+    fits = execute(batch_size.sweep_case(GPT, "fp32", 2, "quick", budget=None), CPU, SMOKE)
     assert fits.status == "ok" and fits.extra_info["step_peak_bytes"] <= batch_size.PROFILES["quick"].cpu_budget
     assert fits.extra_info["tokens_per_s"] > 0 and fits.extra_info["samples_per_step"] == 2
     assert 0 < fits.extra_info["peak_mem_bytes"] < fits.extra_info["step_peak_bytes"]

@@ -5,7 +5,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from suites.core.cases import Unsupported
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.ops import conv
 from suites.ops.passes import run_pass, worst_error
@@ -99,7 +99,7 @@ def test_tf32_is_unsupported_on_cpu_with_a_reason():
 
 def test_runner_records_cpu_peak_memory_and_a_checked_result():
     layer = conv.ConvLayer("misaligned-3x3", 1, 63, 63, 14, 3, 1, 1)
-    result = run_case(conv.make_case(layer, "bfloat16", "channels_last", "fwd_bwd"), CPU, SMOKE)
+    result = execute(conv.make_case(layer, "bfloat16", "channels_last", "fwd_bwd"), CPU, SMOKE)
     info = result.extra_info
     assert result.status == "ok", result.reason
     # at least the output and the two gradients, in bfloat16, were allocated during the call
@@ -158,6 +158,6 @@ def test_gpu_check_selection_picks_the_3x3_layers_at_56():
 def test_cuda_conv_is_within_tolerance_in_both_formats(dtype):
     layer = conv.ConvLayer("misaligned-3x3", 8, 63, 64, 28, 3, 1, 1)
     for memory_format in conv.FORMATS:
-        result = run_case(conv.make_case(layer, dtype, memory_format, "fwd_bwd"), torch.device("cuda"), SMOKE)
+        result = execute(conv.make_case(layer, dtype, memory_format, "fwd_bwd"), torch.device("cuda"), SMOKE)
         assert result.status == "ok", result.reason
         assert result.extra_info["peak_mem_bytes"] > 0

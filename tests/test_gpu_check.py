@@ -15,15 +15,15 @@ from suites.checks.gpu_check import (
     STEP_NAMES,
     STEPS,
     TERM_GRACE_S,
-    Plan,
-    Step,
+    CheckStep,
+    StepPlan,
     skip_reason,
     step_timeout,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_ONLY = Step("gpu_only", {"cuda": Plan(10)})
-BOTH = Step("both", {"cuda": Plan(100), "cpu": Plan(30)})
+GPU_ONLY = CheckStep("gpu_only", {"cuda": StepPlan(10)})
+BOTH = CheckStep("both", {"cuda": StepPlan(100), "cpu": StepPlan(30)})
 
 
 def test_a_step_that_would_overrun_the_budget_is_skipped_with_its_reason():
@@ -39,7 +39,7 @@ def test_gpu_only_steps_and_steps_left_out_by_only_say_why():
 
 
 def test_a_step_never_runs_past_what_the_budget_has_left():
-    plan = Plan(100)
+    plan = StepPlan(100)
     assert step_timeout(plan, 1e6) == 230  # its own limit: twice the estimate and half a minute
     assert step_timeout(plan, 150) == 150 - READ_MARGIN_S - TERM_GRACE_S
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.training import numerics
 from suites.training.numerics import (
@@ -64,7 +64,7 @@ def test_a_false_claim_fails_the_format_case(monkeypatch):
     monkeypatch.setattr(numerics.torch, "finfo", WrongEps)
     assert not all(format_figures("float16", CPU)["checks"].values())
     case = next(c for c in numerics.cases("quick") if c.id == "numerics/format/float16")
-    result = run_case(case, CPU, SMOKE)
+    result = execute(case, CPU, SMOKE)
     assert result.status == "error" and "CheckFailed" in result.reason
 
 
@@ -78,7 +78,7 @@ def test_16_bit_weights_lose_every_small_update_and_the_master_keeps_them():
 
 
 def test_lost_update_cases_report_the_fraction_lost():
-    infos = {c.id: run_case(c, CPU, SMOKE).extra_info for c in numerics.cases("quick") if "lost_updates" in c.id}
+    infos = {c.id: execute(c, CPU, SMOKE).extra_info for c in numerics.cases("quick") if "lost_updates" in c.id}
     assert infos["numerics/lost_updates/bfloat16"]["lost_fraction"] == 1.0
     assert infos["numerics/lost_updates/float16"]["lost_fraction"] == 1.0
     assert abs(infos["numerics/lost_updates/bfloat16+fp32_master"]["lost_fraction"]) < 1e-3
@@ -134,7 +134,7 @@ def test_mixed_precision_training_tracks_fp32(precision):
 def test_parity_failure_is_recorded(monkeypatch):
     monkeypatch.setattr(numerics, "PARITY_TOLERANCE", -1.0)
     case = next(c for c in numerics.cases("quick") if c.id.endswith("parity/gpt-tiny/amp_bf16"))
-    result = run_case(case, CPU, SMOKE)
+    result = execute(case, CPU, SMOKE)
     assert result.status == "error" and "fp32's progress" in result.reason
 
 

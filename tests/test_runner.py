@@ -9,7 +9,7 @@ import torch
 from reports.trace.events import read_trace
 from reports.trace.summary import summarize_trace
 from suites.core.cases import Case, Unsupported, Workload
-from suites.core.runner import Extension, above_peak_bandwidth, host_bound_step, is_oom, requested_bytes, run_case
+from suites.core.runner import Extension, above_peak_bandwidth, execute, host_bound_step, is_oom, requested_bytes
 from suites.core.timing import STOP_REASONS, StopRule
 from suites.observers.busy import busy_seconds_per_call
 from suites.ops import matmul
@@ -28,11 +28,11 @@ def test_out_of_memory_is_a_result_with_the_request_and_the_run_goes_on():
         torch.empty(2**50, dtype=torch.float32, device=device)  # the CPU allocator refuses 4 PiB
         raise AssertionError("unreachable")
 
-    result = run_case(_case(build), CPU, RULE)
+    result = execute(_case(build), CPU, RULE)
     assert result.status == "oom"
     assert result.extra_info["requested_bytes"] == 4 * 2**50
     assert result.measurement is None
-    after = run_case(SMALL, CPU, RULE)
+    after = execute(SMALL, CPU, RULE)
     assert after.status == "ok" and after.extra_info["tflops"] > 0
 
 
@@ -51,7 +51,7 @@ def test_unsupported_keeps_its_reason():
     def build(device):
         raise Unsupported("needs a Hopper GPU")
 
-    result = run_case(_case(build), CPU, RULE)
+    result = execute(_case(build), CPU, RULE)
     assert (result.status, result.reason) == ("unsupported", "needs a Hopper GPU")
     assert result.extra_info["status"] == "unsupported"
 
@@ -60,7 +60,7 @@ def test_unexpected_exception_is_an_error_with_its_first_line():
     def build(device):
         raise KeyError("no such layer\nmore detail")
 
-    result = run_case(_case(build), CPU, RULE)
+    result = execute(_case(build), CPU, RULE)
     assert result.status == "error"
     assert result.reason.startswith("KeyError")
     assert "\n" not in result.reason
@@ -72,7 +72,7 @@ def test_result_outside_tolerance_is_an_error_but_keeps_the_timing():
     def build(device):
         return Workload(fn=lambda: a @ a, error_rel=lambda: 0.5)
 
-    result = run_case(_case(build, tolerance=1e-3), CPU, RULE)
+    result = execute(_case(build, tolerance=1e-3), CPU, RULE)
     assert result.status == "error"
     assert "exceeds" in result.reason
     assert result.measurement is not None and result.extra_info["error_rel"] == 0.5
@@ -88,7 +88,7 @@ def test_a_check_that_cannot_run_is_an_error_that_keeps_the_timing():
     def build(device):
         return Workload(fn=lambda: a @ a, error_rel=reference_out_of_memory)
 
-    result = run_case(_case(build, tolerance=1e-3), CPU, RULE)
+    result = execute(_case(build, tolerance=1e-3), CPU, RULE)
     assert result.status == "error"
     assert "correctness check did not run" in result.reason and "can't allocate memory" in result.reason
     assert result.measurement is not None and result.extra_info["tflops"] > 0
@@ -96,7 +96,7 @@ def test_a_check_that_cannot_run_is_an_error_that_keeps_the_timing():
 
 
 def test_ok_case_has_the_design_card_fields():
-    info = run_case(SMALL, CPU, RULE).extra_info
+    info = execute(SMALL, CPU, RULE).extra_info
     for key in ("suite", "case", "device", "timer", "status", "flops", "bytes", "tflops", "gbps", "converged",
                 "rel_iqr", "error_rel"):
         assert key in info, key
@@ -122,12 +122,12 @@ class Counting(Extension):
 
 def test_extensions_add_fields_without_touching_the_measurement():
     ext = Counting()
-    info = run_case(SMALL, CPU, RULE, extensions=[ext]).extra_info
+    info = execute(SMALL, CPU, RULE, extensions=[ext]).extra_info
     assert info["observed"] == SMALL.id and info["after"] is True and ext.calls == 1
 
 
 def test_an_op_records_its_device_time_the_hosts_enqueue_time_and_why_sampling_stopped():
-    info = run_case(SMALL, CPU, RULE).extra_info
+    info = execute(SMALL, CPU, RULE).extra_info
     assert info["device_s"] > 0 and 0 < info["enqueue_s"] <= info["device_s"] * 1.01
     assert info["host_bound"] is False  # a CPU runs what it issues: never behind itself
     assert info["stop_reason"] in STOP_REASONS and info["converged"] == (info["stop_reason"] != "timeout")
@@ -142,7 +142,7 @@ def test_a_check_runs_once_in_its_build_and_is_labelled_so():
         return Workload(fn=lambda: calls.append("sampled"), extra_info={"figure": 42})
 
     case = Case(suite="numerics", id="numerics/once", params={}, build=build, kind="check")
-    result = run_case(case, CPU, RULE)
+    result = execute(case, CPU, RULE)
     assert calls == [1]  # never sampled under the stopping rule
     info = result.extra_info
     assert (info["stop_reason"], info["timer"], info["figure"]) == ("once", "wall", 42)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from suites.core import nvml
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.core.timing import StopRule
 from suites.observers.telemetry import (
     CounterReading,
@@ -158,7 +158,7 @@ def test_absent_with_the_reason_warned_once_and_the_run_goes_on():
     ext = TelemetryExtension(CPU)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = [run_case(SMALL, CPU, RULE, extensions=[ext]) for _ in range(2)]
+        results = [execute(SMALL, CPU, RULE, extensions=[ext]) for _ in range(2)]
     assert [r.status for r in results] == ["ok", "ok"]
     assert all("telemetry" not in r.extra_info for r in results)
     unavailable = [w for w in caught if issubclass(w.category, TelemetryUnavailable)]
@@ -173,7 +173,7 @@ def test_zero_interval_turns_telemetry_off_without_a_warning():
     ext = TelemetryExtension(CPU, interval_ms=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert run_case(SMALL, CPU, RULE, extensions=[ext]).status == "ok"
+        assert execute(SMALL, CPU, RULE, extensions=[ext]).status == "ok"
     assert machine_info([ext]) == {"available": False, "reason": "disabled by --telemetry-interval-ms 0"}
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from suites.core.cases import Case, Workload
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.core.timing import StopRule
 from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
 from suites.ops import matmul
@@ -77,7 +77,7 @@ def test_a_trace_that_fails_is_recorded_and_the_measurement_stands(tmp_path):
         return Workload(fn=fn)
 
     case = Case(suite="test", id="test/failing-trace", params={}, build=build)
-    result = run_case(case, torch.device("cpu"), RULE, extensions=[TraceExtension(tmp_path)])
+    result = execute(case, torch.device("cpu"), RULE, extensions=[TraceExtension(tmp_path)])
     assert result.status == "ok" and result.measurement is not None
     assert result.extra_info["trace_error"] == "RuntimeError: device lost during profiling"
     assert "trace" not in result.extra_info
@@ -85,7 +85,7 @@ def test_a_trace_that_fails_is_recorded_and_the_measurement_stands(tmp_path):
 
 def _gpu_trace(dtype: str, tmp_path: Path) -> dict:
     case = matmul.make_case(matmul.Shape("square", 4096, 4096, 4096), dtype)
-    result = run_case(case, torch.device("cuda"), RULE, extensions=[TraceExtension(tmp_path)])
+    result = execute(case, torch.device("cuda"), RULE, extensions=[TraceExtension(tmp_path)])
     assert result.status == "ok", result.reason
     return result.extra_info["trace_summary"]["devices"][0]
 

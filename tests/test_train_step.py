@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from suites.core.cases import Unsupported
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.core.timing import StopRule
 from suites.training import memory_budget, param_bytes, recipe, train_step
 from suites.training.data import token_batch, token_batches
@@ -151,7 +151,7 @@ def test_cpu_unsupported_cases_say_why(label):
 
 def test_a_gpt_case_measures_a_step_and_reports_its_figures():
     case = next(c for c in train_step.cases("quick") if c.id == "train_step/gpt-tiny/baseline/amp_bf16-eager")
-    result = run_case(case, CPU, RULE)
+    result = execute(case, CPU, RULE)
     info = result.extra_info
     assert result.status == "ok", result.reason
     assert info["loss_after_n"] < info["loss_first"]
@@ -172,7 +172,7 @@ def test_the_same_seed_gives_the_same_loss_after_n_steps():
 
 def test_a_cnn_case_with_dataloader_workers_runs():
     case = next(c for c in train_step.cases("quick") if c.id == "train_step/resnet-tiny/data/workers2")
-    result = run_case(case, CPU, RULE)
+    result = execute(case, CPU, RULE)
     assert result.status == "ok", result.reason
     assert result.extra_info["samples_per_s"] > 0 and result.extra_info["flops_counted"] > 0
 

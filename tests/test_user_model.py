@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.training import advise
 from suites.training.recipe import split_batch
@@ -23,7 +23,7 @@ CPU = torch.device("cpu")
 
 def _run(user: UserModel, lever_label: str):
     case = next(c for c in user.cases("quick") if c.id.endswith(lever_label))
-    return run_case(case, CPU, SMOKE)
+    return execute(case, CPU, SMOKE)
 
 
 @pytest.mark.parametrize("user", [

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from suites.core import device as devices
 from suites.core.precision import DTYPES
-from suites.core.runner import run_case
+from suites.core.runner import execute
 from suites.core.timing import QUICK
 from suites.distributed import collectives
 from suites.harness import distributed
@@ -58,7 +58,7 @@ def suite_busbw(world: distributed.World, dtype_name: str, nbytes: int, device: 
     """The suite's figure for the same message: its case, lockstep rule and slowest-rank reduction."""
     lockstep = distributed.RankLockstep(world, device, QUICK.target_rel_iqr)
     case = lockstep.agreed(collectives.case("all_reduce", dtype_name, nbytes))
-    result = lockstep.settle(run_case(case, device, distributed.lockstep_rule(QUICK, samples), lockstep=lockstep))
+    result = lockstep.settle(execute(case, device, distributed.lockstep_rule(QUICK, samples), lockstep=lockstep))
     if result.status != "ok":
         raise SystemExit(f"suite case {case.id}: {result.status}: {result.reason}")
     return result.extra_info["busbw_gbps"]

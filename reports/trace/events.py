@@ -68,7 +68,7 @@ class GpuEvents:
 
 
 @dataclass(frozen=True)
-class Step:
+class ProfilerStep:
     """One `ProfilerStep#N` annotation on the host: [start, end) in us since Trace.origin_us."""
 
     name: str
@@ -88,7 +88,7 @@ class Trace:
     device_names: dict[Any, str]  # label -> product name, from deviceProperties where present
     launch_correlation: np.ndarray  # runtime/driver calls: correlation id ...
     launch_start: np.ndarray  # ... and start time
-    steps: list[Step]  # sorted by start
+    steps: list[ProfilerStep]  # sorted by start
     sync_calls: Counter[str]  # synchronizing host calls by name
     sync_us: float  # their total duration
     rank: int | None = None  # the process group rank the trace names (distributedInfo), where it does
@@ -161,7 +161,7 @@ class _Collector:
         self.copy_sizes: dict[int, float] = {}
         self.sync_calls: Counter[str] = Counter()
         self.sync_us = 0.0
-        self.steps: list[Step] = []
+        self.steps: list[ProfilerStep] = []
         self.bad_times = 0
 
     def add(self, event: dict[str, Any]) -> None:
@@ -186,7 +186,7 @@ class _Collector:
             self._add_runtime(event, ts - self.origin, dur)
         elif isinstance(name := event.get("name"), str) and name.startswith("ProfilerStep#"):
             start = ts - self.origin
-            self.steps.append(Step(name, start, start + dur))
+            self.steps.append(ProfilerStep(name, start, start + dur))
 
     def _add_gpu(self, event: dict[str, Any], kind: int, start: float, dur: float) -> None:
         args = _args(event)

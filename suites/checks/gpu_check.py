@@ -52,7 +52,7 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Plan:
+class StepPlan:
     """What a step does on one kind of device: its estimated seconds, then a pytest run (bench file and
     selection; `{out}` stands for --out) or a probe ("module:function" taking (out, device), run in a
     subprocess), and readers ("module:function" taking out) that turn the files written into rows."""
@@ -64,56 +64,57 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class Step:
+class CheckStep:
     """A step of the check: a plan per device type (`cuda`, `cpu`); a device type without one is skipped."""
 
     name: str
-    plans: dict[str, Plan]
+    plans: dict[str, StepPlan]
     outputs: tuple[str, ...] = field(default=())  # files and folders under --out besides NAME.json and NAME.log
 
 
 MATMUL_READERS = ("suites.checks.matmul:dtype_ladder", "suites.checks.matmul:how_cases_stopped")
-STEPS: tuple[Step, ...] = (
-    Step("preflight", {"cuda": Plan(20, probe="suites.checks.preflight:preflight"),
-                       "cpu": Plan(8, probe="suites.checks.preflight:preflight")}),
-    Step("timing", {"cuda": Plan(45, probe="suites.checks.timing:timing_checks"),
-                    "cpu": Plan(20, probe="suites.checks.timing:timing_checks")}),
-    Step("matmul", {
-        "cuda": Plan(120, ("bench/test_matmul.py",),
+STEPS: tuple[CheckStep, ...] = (
+    CheckStep("preflight", {"cuda": StepPlan(20, probe="suites.checks.preflight:preflight"),
+                       "cpu": StepPlan(8, probe="suites.checks.preflight:preflight")}),
+    CheckStep("timing", {"cuda": StepPlan(45, probe="suites.checks.timing:timing_checks"),
+                    "cpu": StepPlan(20, probe="suites.checks.timing:timing_checks")}),
+    CheckStep("matmul", {
+        "cuda": StepPlan(120, ("bench/test_matmul.py",),
                      readers=(*MATMUL_READERS, "suites.checks.profiling:telemetry_of_run")),
-        "cpu": Plan(15, ("bench/test_matmul.py", "-k", "256x256x256 and (float32 or bfloat16)"),
+        "cpu": StepPlan(15, ("bench/test_matmul.py", "-k", "256x256x256 and (float32 or bfloat16)"),
                     readers=MATMUL_READERS)}),
-    Step("trace", {"cuda": Plan(30, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
+    CheckStep("trace", {"cuda": StepPlan(30, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
                                      "bfloat16,tf32,float32", "--trace-dir", "{out}/traces"),
                                 readers=("suites.checks.profiling:trace_tensor_cores",))}, outputs=("traces",)),
-    Step("achievable", {"cuda": Plan(160, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
+    CheckStep("achievable", {"cuda": StepPlan(160, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
                                            "bfloat16,float8_e4m3fn", "--achievable-peaks", "search",
                                            "--achievable-cache", "{out}/achievable_cache"),
                                      readers=("suites.checks.matmul:achievable_peaks",))},
          outputs=("achievable_cache",)),
-    Step("attention", {"cuda": Plan(60, ("bench/test_attention.py", "-k",
+    CheckStep("attention", {"cuda": StepPlan(60, ("bench/test_attention.py", "-k",
                                          "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)"),
                                     readers=("suites.checks.attention:flash_vs_naive",))}),
-    Step("attention_do_bench", {"cuda": Plan(25, probe="suites.checks.attention:flash_do_bench")}),
-    Step("conv", {"cuda": Plan(45, ("bench/test_conv.py", "-k",
+    CheckStep("attention_do_bench", {"cuda": StepPlan(25, probe="suites.checks.attention:flash_do_bench")}),
+    CheckStep("conv", {"cuda": StepPlan(45, ("bench/test_conv.py", "-k",
                                     "k3s1 and x56x56 and (bfloat16 or float32) and fwd_bwd"),
                                readers=("suites.checks.conv:formats_and_dtypes",))}),
-    Step("train_step", {
-        "cuda": Plan(150, ("bench/test_train_step.py", "-k",
+    CheckStep("train_step", {
+        "cuda": StepPlan(150, ("bench/test_train_step.py", "-k",
                            "gpt2-124m and (baseline or (precision and (eager or amp_bf16)))"),
                      readers=("suites.checks.train_step:gpt2_grid", "suites.checks.train_step:steps_and_hosts")),
-        "cpu": Plan(25, ("bench/test_train_step.py", "-k", "gpt-tiny and baseline"),
+        "cpu": StepPlan(25, ("bench/test_train_step.py", "-k", "gpt-tiny and baseline"),
                     readers=("suites.checks.train_step:steps_and_hosts",))}),
-    Step("numerics", {"cuda": Plan(60, ("bench/test_numerics.py",), readers=("suites.checks.numerics:ran_once",)),
-                      "cpu": Plan(12, ("bench/test_numerics.py", "-k", "format or loss_scaler"),
+    CheckStep("numerics", {"cuda": StepPlan(60, ("bench/test_numerics.py",),
+                                            readers=("suites.checks.numerics:ran_once",)),
+                      "cpu": StepPlan(12, ("bench/test_numerics.py", "-k", "format or loss_scaler"),
                                   readers=("suites.checks.numerics:ran_once",))}),
-    Step("train_step_compiled", {"cuda": Plan(200, ("bench/test_train_step.py", "-k",
+    CheckStep("train_step_compiled", {"cuda": StepPlan(200, ("bench/test_train_step.py", "-k",
                                                     "gpt2-124m and precision and compiled and not amp_bf16"),
                                               readers=("suites.checks.train_step:steps_and_hosts",))}),
-    Step("batch_size", {"cuda": Plan(180, ("bench/test_batch_size.py", "-k",
+    CheckStep("batch_size", {"cuda": StepPlan(180, ("bench/test_batch_size.py", "-k",
                                            "max_batch and gpt2-124m and (checkpoint-off or amp_bf16)"),
                                      readers=("suites.checks.batch_size:largest_batches",))}),
-    Step("sampler_cost", {"cuda": Plan(40, probe="suites.checks.profiling:sampler_cost")}),
+    CheckStep("sampler_cost", {"cuda": StepPlan(40, probe="suites.checks.profiling:sampler_cost")}),
 )
 STEP_NAMES = tuple(step.name for step in STEPS)
 
@@ -124,7 +125,7 @@ def load_function(name: str) -> Callable:
     return getattr(importlib.import_module(module), function)
 
 
-def skip_reason(step: Step, device_type: str, left_s: float, only: set[str] | None) -> str | None:
+def skip_reason(step: CheckStep, device_type: str, left_s: float, only: set[str] | None) -> str | None:
     """Why a step does not run now, or None when it does."""
     if only is not None and step.name not in only:
         return "not in --only"
@@ -137,7 +138,7 @@ def skip_reason(step: Step, device_type: str, left_s: float, only: set[str] | No
     return None
 
 
-def step_timeout(plan: Plan, left_s: float) -> float:
+def step_timeout(plan: StepPlan, left_s: float) -> float:
     """A step's own limit: twice its estimate and half a minute, and never past what the budget has left (less
     the time a stopped pytest needs to write its file and the rows need to be read)."""
     return min(2 * plan.estimate_s + 30, left_s - READ_MARGIN_S - TERM_GRACE_S)
@@ -185,7 +186,7 @@ def run_bounded(cmd: list[str], timeout_s: float, log: Path) -> Finished:
     return Finished(code, log.read_text(errors="replace"), time.perf_counter() - start)
 
 
-def clean(step: Step, out: Path) -> None:
+def clean(step: CheckStep, out: Path) -> None:
     """Remove what this step writes, so that its readers see only this run's files."""
     for name in (f"{step.name}.json", f"{step.name}.log", *step.outputs):
         path = out / name
@@ -201,7 +202,7 @@ def _outcome(finished: Finished, timeout_s: float) -> str:
     return f"exit {finished.returncode}"
 
 
-def pytest_rows(step: Step, plan: Plan, out: Path, device: str, profile: str, timeout_s: float) -> list[Row]:
+def pytest_rows(step: CheckStep, plan: StepPlan, out: Path, device: str, profile: str, timeout_s: float) -> list[Row]:
     """Run the step's bench selection under pytest into out/NAME.json; one row says how it went."""
     args = [arg.replace("{out}", str(out)) for arg in plan.pytest_args]
     if "--achievable-peaks" not in args:
@@ -216,7 +217,7 @@ def pytest_rows(step: Step, plan: Plan, out: Path, device: str, profile: str, ti
                 finished.returncode == 0)]
 
 
-def probe_rows(step: Step, plan: Plan, out: Path, device: str, timeout_s: float) -> list[Row]:
+def probe_rows(step: CheckStep, plan: StepPlan, out: Path, device: str, timeout_s: float) -> list[Row]:
     """Run the step's probe in a subprocess (suites.checks.probe) and read the rows it printed."""
     cmd = [sys.executable, "-m", "suites.checks.probe", plan.probe, str(out), device]
     finished = run_bounded(cmd, timeout_s, out / f"{step.name}.log")
@@ -238,7 +239,7 @@ def reader_rows(name: str, out: Path) -> list[Row]:
         return [Row(name, "error", f"{type(exc).__name__}: {exc}"[:160], "", False)]
 
 
-def run_step(step: Step, plan: Plan, out: Path, device: str, timeout_s: float) -> Iterator[Row]:
+def run_step(step: CheckStep, plan: StepPlan, out: Path, device: str, timeout_s: float) -> Iterator[Row]:
     clean(step, out)
     profile = "full" if device.startswith("cuda") else "quick"
     if plan.pytest_args:

@@ -44,7 +44,7 @@ FORMAT = 1  # version of the cache file's layout; a file of another version is s
 
 
 @dataclass(frozen=True)
-class Plan:
+class SearchPlan:
     """What one search covers: cube edges of the coarse grid, refinement steps, budgets, and the stop rule."""
 
     sizes: tuple[int, ...]
@@ -62,12 +62,12 @@ MiB, GiB = 2**20, 2**30
 
 # quick on a CPU: seconds in all (the cases' own quick shapes are 256 cubes); full on a GPU: about a minute per
 # dtype over the shapes that fill a large GPU, as mamf-finder's ranges do.
-PLANS: dict[tuple[str, str], Plan] = {
-    ("cpu", "quick"): Plan((128, 256, 384, 512, 768, 1024), 128, 32, 3.5, (64 * MiB,), 2.0, _QUICK_RULE),
-    ("cpu", "full"): Plan((256, 512, 1024, 1536, 2048, 3072), 256, 32, 30.0, (128 * MiB, 512 * MiB), 10.0,
+PLANS: dict[tuple[str, str], SearchPlan] = {
+    ("cpu", "quick"): SearchPlan((128, 256, 384, 512, 768, 1024), 128, 32, 3.5, (64 * MiB,), 2.0, _QUICK_RULE),
+    ("cpu", "full"): SearchPlan((256, 512, 1024, 1536, 2048, 3072), 256, 32, 30.0, (128 * MiB, 512 * MiB), 10.0,
                           _FULL_RULE),
-    ("cuda", "quick"): Plan((1024, 2048, 4096, 6144, 8192), 512, 128, 10.0, (1 * GiB,), 3.0, _QUICK_RULE),
-    ("cuda", "full"): Plan((1024, 2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384), 1024, 64, 60.0,
+    ("cuda", "quick"): SearchPlan((1024, 2048, 4096, 6144, 8192), 512, 128, 10.0, (1 * GiB,), 3.0, _QUICK_RULE),
+    ("cuda", "full"): SearchPlan((1024, 2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384), 1024, 64, 60.0,
                            (1 * GiB, 4 * GiB), 15.0, _FULL_RULE),
 }
 
@@ -164,7 +164,7 @@ def _gemm_rate(shape: Shape, dtype: str, device: torch.device, rule: StopRule) -
     return 2 * math.prod(shape) / seconds
 
 
-def search_gemm(dtype: str, device: torch.device, plan: Plan, clock: Callable[[], float] = time.perf_counter,
+def search_gemm(dtype: str, device: torch.device, plan: SearchPlan, clock: Callable[[], float] = time.perf_counter,
                 rate: Callable[[Shape], float] | None = None) -> Found:
     """The best gemm FLOP/s of `dtype` within the plan's budget: cubes of the grid, then a coordinate search.
 
@@ -227,7 +227,7 @@ def _kernel(name: str, n_bytes: int, device: torch.device) -> tuple[Callable[[],
     return (lambda: torch.add(src, other, alpha=3.0, out=dst)), 3 * n * 4
 
 
-def search_bandwidth(device: torch.device, plan: Plan, clock: Callable[[], float] = time.perf_counter
+def search_bandwidth(device: torch.device, plan: SearchPlan, clock: Callable[[], float] = time.perf_counter
                      ) -> dict[str, Found]:
     """The best copy and triad bandwidth (bytes/s) over the plan's array sizes, within its budget."""
     found: dict[str, Found] = {}

@@ -172,7 +172,7 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
     return CaseResult(case, "error", first_line(exc), extra_info=info)
 
 
-def run_case(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks | None = None,
+def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks | None = None,
              extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None) -> CaseResult:
     """Build, measure and check one case; never raises for a failing case, it returns the failure.
     With `lockstep` (several ranks), every figure derives from the slowest rank's samples."""

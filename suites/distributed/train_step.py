@@ -35,7 +35,7 @@ from suites.training import param_bytes
 from suites.training.data import token_batches
 from suites.training.models import GPT, GPTConfig
 from suites.training.recipe import PEAK_DTYPE, make_optimizer, make_step
-from suites.training.train_step import PROFILES, Profile
+from suites.training.train_step import PROFILES, StepSizes
 
 SUITE = "train_step"
 SEED = 0
@@ -133,7 +133,7 @@ def _rates(key: tuple[str, int], setup: Setup, tokens: int, n: int) -> Callable[
     return rates
 
 
-def _build(profile: Profile, setup: Setup) -> Callable[[torch.device], Workload]:
+def _build(profile: StepSizes, setup: Setup) -> Callable[[torch.device], Workload]:
     def build(device: torch.device) -> Workload:
         rank, n = group.require()
         config = GPTConfig.preset(profile.gpt, padded=True)

@@ -20,7 +20,7 @@ from suites.core import achievable
 from suites.core import device as devices
 from suites.core.cases import Case, select_dtypes
 from suites.core.precision import DTYPES
-from suites.core.runner import CaseResult, DevicePeaks, Extension, run_case
+from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
 from suites.core.timing import RULES, StopRule
 from suites.harness import distributed
 from suites.harness import rounds as bench_rounds
@@ -139,7 +139,7 @@ def from_config(config: pytest.Config) -> BenchSession:
 
 def measure_once(session: BenchSession, case: Case) -> CaseResult:
     """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded."""
-    return run_case(case, session.device, session.rule(case), session.peaks(case.peak_dtype))
+    return execute(case, session.device, session.rule(case), session.peaks(case.peak_dtype))
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -167,7 +167,7 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     rule, lockstep = session.lockstep(benchmark.disabled, case)
     if lockstep is not None:
         case = lockstep.agreed(case)
-    result = run_case(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep)
+    result = execute(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep)
     if lockstep is not None:
         result = lockstep.settle(result)
     result.extra_info["profile"] = session.profile

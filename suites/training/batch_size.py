@@ -36,7 +36,7 @@ PRECISIONS = ("fp32", "amp_bf16")
 MAX_TRIES = 20  # an answer below 1024 needs at most 11 doublings and 9 bisections
 
 @dataclass(frozen=True)
-class Plan:
+class ModelSweep:
     """One model of a profile: its sweep in powers of two up to `max_sweep`, and whether its largest batch is
     searched."""
 
@@ -46,10 +46,10 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class Profile:
+class SweepLimits:
     """What a profile sweeps and searches, and within which limits."""
 
-    plans: tuple[Plan, ...]
+    plans: tuple[ModelSweep, ...]
     search_cap: int  # the search never tries a larger batch
     cpu_budget: int  # the CPU's memory limit when --bench-mem-budget is not given
 
@@ -58,10 +58,11 @@ PROFILES = {
     # A 2-core CPU: a budget that stops the tiny GPT near 10-20 samples (about 1.3 MiB each in fp32), so its sweep
     # and four searches take about a minute; the CNN's convolutions are slow there (bfloat16 has no CPU
     # instructions on most x86), so it is swept to 8 and searched only in the full profile.
-    "quick": Profile((Plan(ModelSpec("gpt", "tiny"), 16, True), Plan(ModelSpec("cnn", "tiny"), 8, False)),
-                     search_cap=256, cpu_budget=16 * 2**20),
-    "full": Profile((Plan(ModelSpec("gpt", "gpt2-124m"), 512, True), Plan(ModelSpec("cnn", "resnet50"), 1024, True)),
-                    search_cap=4096, cpu_budget=16 * 2**30),
+    "quick": SweepLimits((ModelSweep(ModelSpec("gpt", "tiny"), 16, True),
+                          ModelSweep(ModelSpec("cnn", "tiny"), 8, False)), search_cap=256, cpu_budget=16 * 2**20),
+    "full": SweepLimits((ModelSweep(ModelSpec("gpt", "gpt2-124m"), 512, True),
+                         ModelSweep(ModelSpec("cnn", "resnet50"), 1024, True)), search_cap=4096,
+                        cpu_budget=16 * 2**30),
 }
 
 
@@ -103,7 +104,7 @@ def release(device: torch.device) -> None:
 
 
 @dataclass
-class Trainee:
+class ReadyStep:
     """A model, its optimizer and a batch on the device: calling it runs one recipe step."""
 
     step: TrainStep
@@ -114,11 +115,11 @@ class Trainee:
         return self.step(self.inputs, self.targets)
 
 
-def prepare(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, device: torch.device) -> Trainee:
+def prepare(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, device: torch.device) -> ReadyStep:
     """Build the model, optimizer and batch, and step twice (the second step holds the optimizer state)."""
     model = spec.build(device, checkpoint)
     inputs, targets = spec.batch(batch, device)
-    trainee = Trainee(make_step(model, make_optimizer(model), precision, device=device), inputs, targets)
+    trainee = ReadyStep(make_step(model, make_optimizer(model), precision, device=device), inputs, targets)
     trainee()
     trainee()
     return trainee
@@ -196,7 +197,7 @@ def largest_batch(fits: Callable[[int], Fit], cap: int, max_tries: int = MAX_TRI
 def _workload(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, device: torch.device,
               budget: int | None, info: dict) -> Workload:
     """Build at `batch` with its peak measured, refuse it when over the budget, and time its step."""
-    built: list[Trainee] = []
+    built: list[ReadyStep] = []
     peak = peak_bytes(lambda: built.append(prepare(spec, precision, checkpoint, batch, device)), device)
     reason = over_budget(peak, budget)
     if reason:

@@ -55,7 +55,7 @@ class Levers:
 
 
 @dataclass(frozen=True)
-class Profile:
+class StepSizes:
     """Sizes of a profile: the models, their batches, and how many steps `loss_after_n` trains from the seed."""
 
     gpt: str
@@ -68,10 +68,10 @@ class Profile:
     cpu_compile_all: bool  # compile every precision on a CPU (inductor's C++ build is ~30 s per graph there)
 
 
-PROFILES: dict[str, Profile] = {
+PROFILES: dict[str, StepSizes] = {
     # lr high enough that 10 steps of the tiny GPT move the loss visibly
-    "quick": Profile("tiny", 8, "tiny", 16, images=256, steps=8, lr=3e-3, cpu_compile_all=False),
-    "full": Profile("gpt2-124m", 16, "resnet50", 64, images=512, steps=20, lr=6e-4, cpu_compile_all=True),
+    "quick": StepSizes("tiny", 8, "tiny", 16, images=256, steps=8, lr=3e-3, cpu_compile_all=False),
+    "full": StepSizes("gpt2-124m", 16, "resnet50", 64, images=512, steps=20, lr=6e-4, cpu_compile_all=True),
 }
 
 # (lever, label, settings): the GPT varies precision x compile (the must-show grid) and each other lever alone.
@@ -98,7 +98,7 @@ CNN_VARIANTS: list[tuple[str, str, Levers]] = [
 ]
 
 
-def support(levers: Levers, lever: str, profile: Profile, device: torch.device) -> str | None:
+def support(levers: Levers, lever: str, profile: StepSizes, device: torch.device) -> str | None:
     """Why this device cannot run the settings, or None."""
     cuda = device.type == "cuda"
     if levers.precision == "tf32" and (reason := tf32_unsupported(device)):
@@ -264,11 +264,11 @@ def cycle(batches: list[tuple]) -> Callable[[], tuple]:
     return lambda: next(it)
 
 
-def gpt_config(profile: Profile, levers: Levers) -> GPTConfig:
+def gpt_config(profile: StepSizes, levers: Levers) -> GPTConfig:
     return GPTConfig.preset(profile.gpt, padded=levers.vocab == "padded")
 
 
-def gpt_formula_flops(profile: Profile, levers: Levers) -> float:
+def gpt_formula_flops(profile: StepSizes, levers: Levers) -> float:
     """6N + 12LHQT per token times the tokens of a step; N from the model built on the meta device."""
     config = gpt_config(profile, levers)
     with torch.device("meta"):
@@ -276,7 +276,7 @@ def gpt_formula_flops(profile: Profile, levers: Levers) -> float:
     return float(gpt_flops_per_token(config, n) * profile.gpt_batch * config.block_size)
 
 
-def _build_gpt(profile: Profile, levers: Levers, device: torch.device) -> Workload:
+def _build_gpt(profile: StepSizes, levers: Levers, device: torch.device) -> Workload:
     config = gpt_config(profile, levers)
     raw_vocab = GPTConfig.preset(profile.gpt).vocab_size  # padded rows of the head never occur as targets
     torch.manual_seed(SEED)
@@ -296,7 +296,7 @@ def _to_device(batch: tuple[torch.Tensor, torch.Tensor], device: torch.device, m
     return images, labels.to(device, non_blocking=non_blocking)
 
 
-def _build_cnn(profile: Profile, levers: Levers, device: torch.device) -> Workload:
+def _build_cnn(profile: StepSizes, levers: Levers, device: torch.device) -> Workload:
     config = CNNConfig.preset(profile.cnn)
     memory_format = torch.channels_last if levers.memory_format == "channels_last" else torch.contiguous_format
     dataset = EncodedImages(profile.images, config.image_size, config.num_classes, SEED)
@@ -329,7 +329,7 @@ def _params(model: str, lever: str, levers: Levers) -> dict[str, str]:
             "sync": "item" if levers.sync else "none"}
 
 
-def _supported_build(builder: Callable[[Profile, Levers, torch.device], Workload], profile: Profile, lever: str,
+def _supported_build(builder: Callable[[StepSizes, Levers, torch.device], Workload], profile: StepSizes, lever: str,
                      levers: Levers) -> Callable[[torch.device], Workload]:
     """A Case.build that first says why this device cannot run the levers (Unsupported), then builds."""
 
@@ -342,7 +342,7 @@ def _supported_build(builder: Callable[[Profile, Levers, torch.device], Workload
     return build
 
 
-def gpt_case(profile: Profile, lever: str, label: str, levers: Levers) -> Case:
+def gpt_case(profile: StepSizes, lever: str, label: str, levers: Levers) -> Case:
     params = _params(GPTConfig.preset(profile.gpt).name, lever, levers) | {
         "vocab": str(gpt_config(profile, levers).vocab_size),
         "align": align_class(gpt_config(profile, levers).vocab_size),  # of the head's vocabulary dimension
@@ -354,7 +354,7 @@ def gpt_case(profile: Profile, lever: str, label: str, levers: Levers) -> Case:
                 tf32=levers.precision == "tf32", kind="step")
 
 
-def cnn_case(profile: Profile, lever: str, label: str, levers: Levers) -> Case:
+def cnn_case(profile: StepSizes, lever: str, label: str, levers: Levers) -> Case:
     params = _params(CNNConfig.preset(profile.cnn).name, lever, levers) | {
         "memory_format": levers.memory_format,
         "num_workers": "resident" if levers.num_workers is None else str(levers.num_workers),

@@ -33,7 +33,7 @@ from suites.training.train_step import (
     SEED,
     SUITE,
     Levers,
-    Profile,
+    StepSizes,
     Trainee,
     cycle,
     optimizer_for,
@@ -251,7 +251,7 @@ class UserModel:
         variants = [*VARIANTS, *(("combination", label, levers) for label, levers in self.combinations)]
         return [self._case(prof, *variant) for variant in variants]
 
-    def _case(self, profile: Profile, lever: str, label: str, levers: Levers) -> Case:
+    def _case(self, profile: StepSizes, lever: str, label: str, levers: Levers) -> Case:
         params = {"model": self.name, "lever": lever, "precision": levers.precision,
                   "dtype": PEAK_DTYPE[levers.precision], "compile": "on" if levers.compile else "off",
                   "optimizer": levers.optimizer, "checkpoint": "blocks" if levers.checkpoint else "off",
@@ -261,7 +261,7 @@ class UserModel:
                     build=functools.partial(self._build, profile, lever, levers),
                     peak_dtype=PEAK_DTYPE[levers.precision], tf32=levers.precision == "tf32", kind="step")
 
-    def _build(self, profile: Profile, lever: str, levers: Levers, device: torch.device) -> Workload:
+    def _build(self, profile: StepSizes, lever: str, levers: Levers, device: torch.device) -> Workload:
         if reason := support(levers, lever, profile, device):  # the built-in cases' rules (tf32, compile on a CPU)
             raise Unsupported(reason)
         model = self.build_model(device)
