@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import validate
+from reports import strict_json, validate
 from reports.errors import InputError
 from reports.identity import identity_fields
 from reports.validate import warn
@@ -35,7 +35,7 @@ JOURNAL_SUFFIX = ".journal"
 RENAMED_EXTRA = {"device": "torch_device"}
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
 KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
-                "incomplete_reason"}
+                "incomplete_reason", "schema_version"}
 
 
 def sources(paths: list[str | Path]) -> list[tuple[Path, bool]]:
@@ -64,10 +64,18 @@ def expand(paths: list[str | Path]) -> list[Path]:
 
 def read_json(path: Path) -> dict:
     """The parsed file, or an InputError naming the file and what is wrong with it (see reports.validate)."""
-    data = read_journal(path) if path.name.endswith(JOURNAL_SUFFIX) else validate.read_json(path)
+    data = read_journal(path) if path.name.endswith(JOURNAL_SUFFIX) else _restored(path, validate.read_json(path))
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise InputError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
     return data
+
+
+def _restored(path: Path, document: object, where: str = "") -> object:
+    """The document with the non-finite values its writer listed under `nonfinite` back in place of their nulls
+    (reports/strict_json.py); an entry that cannot be used is a warning."""
+    for problem in strict_json.restore(document):
+        warn(f"{path}{where}: {problem}; ignored")
+    return document
 
 
 def read_journal(path: Path) -> dict:
@@ -79,7 +87,7 @@ def read_journal(path: Path) -> dict:
     lines = validate.decode(path, validate.read_bytes(path)).splitlines()
     if not lines:
         raise InputError(f"{path}: file is empty")
-    header = validate.parse_json(path, lines[0])
+    header = _restored(path, validate.parse_json(path, lines[0]), " (line 1)")
     if not isinstance(header, dict) or "journal" not in header:
         raise InputError(f"{path}: not a results journal (no header line)")
     data = {key: header.get(key) for key in ("machine_info", "commit_info", "datetime", "version")}
@@ -87,7 +95,7 @@ def read_journal(path: Path) -> dict:
                 incomplete_reason="the run ended without writing its results; read from its journal")
     for number, line in enumerate(lines[1:], start=2):
         try:
-            record = validate.parse_json(path, line)
+            record = _restored(path, validate.parse_json(path, line), f" (line {number})")
         except InputError as exc:
             warn(f"{exc} (line {number}); left out")
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,24 @@ def test_reports_never_imports_suites_or_torch():
         if name.startswith("reports"):
             bad = {n for n in imports_of(path) if n.split(".")[0] in ("torch", "suites")}
             assert not bad, f"{name} imports {sorted(bad)}"
+
+
+# What suites/ may take from reports/ (suites/__init__.py): the JSON encoding every writer shares, and for the
+# observers the torch-free trace readers and the error type they raise.
+REPORTS_FOR_SUITES = {"reports.strict_json", "reports.schema"}
+REPORTS_FOR_OBSERVERS = {"reports.errors", "reports.trace.events", "reports.trace.summary"}
+
+
+def test_suites_take_from_reports_only_the_json_encoding_and_the_trace_readers():
+    for name, path in MODULES.items():
+        if not name.startswith("suites"):
+            continue
+        allowed = REPORTS_FOR_SUITES | (REPORTS_FOR_OBSERVERS if name.startswith("suites.observers") else set())
+        used = {n for n in imports_of(path) if n.startswith("reports.") and n in MODULES}
+        assert used <= allowed, f"{name} imports {sorted(used - allowed)}"
+    for name in REPORTS_FOR_SUITES:  # standard library only: the benchmarking side must not pull pandas in
+        third_party = {n.split(".")[0] for n in imports_of(MODULES[name])} - set(sys.stdlib_module_names)
+        assert third_party <= {"__future__"}, f"{name} imports {sorted(third_party)}"
 
 
 def test_no_import_cycles():

@@ -32,6 +32,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from reports import strict_json
+
 DEFAULT_BUDGET_S = 480.0
 TERM_GRACE_S = 20.0  # after SIGTERM, how long a pytest step has to write the cases it finished
 READ_MARGIN_S = 5.0  # kept back from each step's timeout for reading its files and printing
@@ -263,7 +265,7 @@ class Report:
         print(f"[{self.budget.elapsed():6.1f} s] {mark} {row.step:<20} {row.check}: {row.figure} = {row.value}"
               + (f" (target {row.target})" if row.target else ""), flush=True)
         with self.path.open("a") as fh:
-            fh.write(json.dumps(asdict(row) | {"t_s": round(self.budget.elapsed(), 2)}) + "\n")
+            fh.write(strict_json.dumps(asdict(row) | {"t_s": round(self.budget.elapsed(), 2)}) + "\n")
 
 
 def resolve_device(option: str) -> str:

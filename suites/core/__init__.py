@@ -1,5 +1,6 @@
 """The measurement core: cases, timing and stopping rules, the runner, devices and peaks, precision modes, memory.
 
-Belongs here: what every suite needs to be measured the same way. Imports torch, numpy and the standard
-library only: never a suite (`ops`, `training`), an observer or the harness.
+Belongs here: what every suite needs to be measured the same way. Imports torch, numpy, the standard library
+and reports' strict JSON (reports/strict_json.py) only: never a suite (`ops`, `training`), an observer or the
+harness.
 """

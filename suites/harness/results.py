@@ -15,14 +15,15 @@ cases were all unsupported writes no file at all. This writer takes the file out
   half a file; it holds the finished cases only, and a run that did not finish every selected case carries
   `incomplete: true` and `incomplete_reason` at its top level. Then the journal is removed.
 
-Journal format (JSON Lines): a header `{"journal": 1, "machine_info": ..., "commit_info": ..., "datetime": ...,
-"version": ...}`, then one line per case, `{"benchmarks": ENTRY}` or `{"not_measured": ENTRY}`.
+Journal format (JSON Lines): a header `{"journal": 1, "schema_version": 1, "machine_info": ..., "commit_info": ...,
+"datetime": ..., "version": ...}`, then one line per case, `{"benchmarks": ENTRY}` or `{"not_measured": ENTRY}`.
+Both files are strict JSON (reports/strict_json.py: a non-finite figure is null, listed under `nonfinite` with
+its value) and carry the `schema_version` of docs/results.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 from collections.abc import Iterator
@@ -31,7 +32,10 @@ from pathlib import Path
 
 import pytest
 from pytest_benchmark import __version__ as PYTEST_BENCHMARK_VERSION
-from pytest_benchmark.utils import get_tag, safe_dumps
+from pytest_benchmark.utils import SafeJSONEncoder, get_tag
+
+from reports import strict_json
+from reports.schema import RESULTS_SCHEMA_VERSION
 
 JOURNAL_SUFFIX = ".journal"
 JOURNAL_VERSION = 1
@@ -79,8 +83,10 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def dumps(data: dict) -> str:
-    """JSON as pytest-benchmark writes it (its encoder turns what json cannot encode into its repr)."""
-    return safe_dumps(data, ensure_ascii=True, indent=4)
+    """The results document as strict JSON, stamped with its schema version first (pytest-benchmark's encoder
+    turns what json cannot encode into its repr, as pytest-benchmark's own files do)."""
+    return strict_json.dumps({"schema_version": RESULTS_SCHEMA_VERSION, **data}, default=SafeJSONEncoder().default,
+                             ensure_ascii=True, indent=4)
 
 
 class Journal:
@@ -89,13 +95,13 @@ class Journal:
     def __init__(self, path: Path, header: dict) -> None:
         self.path = path
         self._fh = open(path, "x", encoding="utf-8")  # noqa: SIM115 (open for the whole run, closed in close())
-        self._append({"journal": JOURNAL_VERSION, **header})
+        self._append({"journal": JOURNAL_VERSION, "schema_version": RESULTS_SCHEMA_VERSION, **header})
 
     def add(self, kind: str, entry: dict) -> None:
         self._append({kind: entry})
 
     def _append(self, line: dict) -> None:
-        self._fh.write(json.dumps(line, default=repr) + "\n")
+        self._fh.write(strict_json.dumps(line) + "\n")  # one line: json escapes every newline in a string
         self._fh.flush()
         os.fsync(self._fh.fileno())
 

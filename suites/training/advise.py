@@ -10,7 +10,6 @@ setting that fits the memory budget and whose loss after the seeded steps stays 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import torch
 from tabulate import tabulate
 
+from reports import strict_json
 from suites.core import device as devices
 from suites.core.timing import RULES
 from suites.core.units import parse_bytes
@@ -71,7 +71,7 @@ def _row(params: dict, info: dict, stats: dict | None) -> Row:
 
 def read_rows(path: Path) -> list[Row]:
     """Measured and not-measured cases of a pytest-benchmark JSON written by the sweep."""
-    data = json.loads(path.read_text())
+    data = strict_json.loads(path.read_text())  # a NaN loss is written as null: put it back, never read as "no loss"
     rows = [_row(b["params"], b["extra_info"], b.get("stats")) for b in data.get("benchmarks", [])]
     return rows + [_row(n["params"], n["extra_info"], None) for n in data.get("not_measured", [])]
 
@@ -113,7 +113,8 @@ def speedup(row: Row, base: Row) -> float:
 
 def helps(row: Row, base: Row) -> bool:
     """Faster than the baseline beyond the noise: by MIN_GAIN, and every step time of its interquartile range
-    below the baseline's (a shared machine moves single steps a lot; the quartiles of both must not overlap)."""
+    below the baseline's (a shared machine moves single steps a lot; the quartiles of both must not overlap).
+    The reports define `faster` in reports/change.py, which says why this advisor keeps a rule of its own."""
     return speedup(row, base) > 1 + MIN_GAIN and row.q3_s < base.q1_s
 
 
