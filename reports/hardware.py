@@ -139,7 +139,7 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
     time_ax.set_yticklabels(labels, fontsize=7)
     time_ax.invert_yaxis()
     speed_ax.set_xlabel(text(f"speed-up vs {baseline} (baseline time / time)"))
-    fig.legend(loc="outside upper center", ncol=len(names), fontsize=8, frameon=False)
+    fig.legend(loc="outside lower center", ncol=len(names), fontsize=8, frameon=False)  # the title holds the top
     fig.suptitle(text(f"{group}: the same cases on each system"))
     path = outdir / f"hardware_{slug(group)}.png"
     fig.savefig(path, dpi=100)

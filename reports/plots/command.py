@@ -27,6 +27,7 @@ from reports.plots import batch as plot_batch
 from reports.plots import conv as plot_conv
 from reports.plots import matmul as plot_matmul
 from reports.plots import roofline as plot_roofline
+from reports.table import run_notes
 
 PLOTTERS: list = [plot_roofline, plot_matmul, plot_conv, plot_attention, plot_batch]
 
@@ -53,7 +54,10 @@ def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     output_dir(args.out)
-    written = write_all(load(args.results), Path(args.out))
+    frame = load(args.results)
+    for note in run_notes(frame):  # also in the title of each of its plots
+        print(note)
+    written = write_all(frame, Path(args.out))
     for path in written:
         print(path)
     if not written:

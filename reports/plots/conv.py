@@ -30,7 +30,7 @@ def measured(frame: pd.DataFrame) -> pd.DataFrame:
 def _draw(part: pd.DataFrame, what: str) -> Figure:
     dtypes = dtypes_in_order(part["dtype"].unique())
     layers = list(dict.fromkeys(part["layer"] + "\n" + part["shape"]))  # in the order the suite ran them
-    fig = Figure(figsize=(max(6.0, 1.1 * len(layers)) * len(dtypes) / 2 + 2, 5), layout="constrained")
+    fig = Figure(figsize=(max(8.0, max(6.0, 1.1 * len(layers)) * len(dtypes) / 2 + 2), 5), layout="constrained")
     axes = fig.subplots(1, len(dtypes), sharey=True, squeeze=False)[0]
     for ax, dtype in zip(axes, dtypes, strict=True):
         rows = part[part["dtype"] == dtype].assign(label=lambda r: r["layer"] + "\n" + r["shape"])

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from reports import levers
 from reports.plots.style import file_name, text
@@ -50,13 +51,15 @@ def plot(rows: pd.DataFrame, outdir: Path) -> Path | None:
     height = 0.8 / len(systems)
     fig = Figure(figsize=(11, 1.2 + 0.32 * len(comparisons) * len(systems)), layout="constrained")
     ax = fig.subplots()
+    handles = []
     for i, system in enumerate(systems):
         part = table[table["system"] == system].set_index("comparison")
         ys = [j + (i - (len(systems) - 1) / 2) * height for j, c in enumerate(comparisons) if c in part.index]
         found = part.reindex([c for c in comparisons if c in part.index])
         errors = np.vstack([found["ratio"] - found["low"], found["high"] - found["ratio"]])
-        bars = ax.barh(ys, found["ratio"] - 1, height, left=1, label=text(system), xerr=errors,
+        bars = ax.barh(ys, found["ratio"] - 1, height, left=1, xerr=errors,
                        error_kw={"lw": 0.8, "capsize": 2, "ecolor": "#444"})
+        handles.append(Patch(color=bars.patches[0].get_facecolor(), label=text(system)))  # solid, as measured
         for bar, doubt in zip(bars, found["uncertain"], strict=True):
             if doubt:
                 bar.set(alpha=0.35, hatch="///")
@@ -73,10 +76,10 @@ def plot(rows: pd.DataFrame, outdir: Path) -> Path | None:
     ax.set_yticks(range(len(comparisons)), [text(c) for c in comparisons], fontsize=8)
     ax.invert_yaxis()
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    ax.set_xlabel("effect of the lever: geometric mean over the case pairs (whisker: 95 % interval; memory: range), "
-                  "log scale; hatched with ?: uncertain\n"
+    ax.set_xlabel("effect of the lever: geometric mean over the case pairs, log scale\n"
+                  "whisker: its 95 % interval (memory: the range over the pairs); hatched, with ?: uncertain\n"
                   "speed-up and TFLOP/s ratio: above 1x the lever helps; memory ratio: below 1x it helps")
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(handles=handles, fontsize=8, loc="best")
     fig.suptitle("what each lever is worth on each system")
     path = outdir / file_name("hardware", "levers")
     fig.savefig(path, dpi=110)

@@ -10,6 +10,7 @@ dollar sign, not the start of a formula.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,7 @@ import pandas as pd
 DTYPE_COLORS = {"float32": "#4c72b0", "tf32": "#8172b3", "float16": "#dd8452", "bfloat16": "#55a868",
                 "float8_e4m3fn": "#c44e52"}
 ALIGN_LABEL = {"64": "multiple of 64", "8": "multiple of 8 only", "odd": "odd"}
+TITLE_WIDTH = 80  # characters of a title line: the narrowest figure (8 inches) holds them at the default size
 
 
 def flops_unit(largest: float) -> tuple[str, float]:
@@ -43,6 +45,5 @@ def title(what: str, rows: pd.DataFrame) -> str:
     else:
         run = f"{len(files)} runs" if files else ""
     cut = rows["incomplete_reason"].dropna().unique() if "incomplete_reason" in rows else []
-    if len(cut):
-        run += f"; INCOMPLETE run: {cut[0]}"
-    return text(f"{what}\n{run}" if run else what)
+    lines = [what, run, f"INCOMPLETE run: {cut[0]}" if len(cut) else ""]
+    return text("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in lines if line))
