@@ -13,7 +13,8 @@ Each sub-package holds one role; a module finds its room by what it is, and impo
 - `checks`: the GPU-box check and its per-suite rows, cross-checks against peer tools. May import anything above.
 
 Of `reports`, any package may import the JSON every writer of the project uses (`reports.strict_json`,
-`reports.schema`: standard library only), and `observers` the torch-free trace readers; nothing else.
+`reports.schema`: standard library only) and its readers (`reports.load` for results files, the torch-free
+trace reader); never a report (tables, plots, verdicts).
 
 `python -m suites.gpu_check` and `python -m suites.crosscheck` are entry points kept at this level.
 """

@@ -56,20 +56,18 @@ def test_reports_never_imports_suites_or_torch():
             assert not bad, f"{name} imports {sorted(bad)}"
 
 
-# What suites/ may take from reports/ (suites/__init__.py): the JSON encoding every writer shares, and for the
-# observers the torch-free trace readers and the error type they raise.
-REPORTS_FOR_SUITES = {"reports.strict_json", "reports.schema"}
-REPORTS_FOR_OBSERVERS = {"reports.errors", "reports.trace.events", "reports.trace.summary"}
+# What suites/ may take from reports/ (suites/__init__.py): the JSON encoding every writer shares (standard
+# library only), and the readers: results files through the loader, traces through the torch-free trace reader.
+JSON_ENCODING = {"reports.strict_json", "reports.schema"}
+READERS = {"reports.errors", "reports.load", "reports.validate", "reports.trace.events", "reports.trace.summary"}
 
 
-def test_suites_take_from_reports_only_the_json_encoding_and_the_trace_readers():
+def test_suites_take_from_reports_only_the_json_encoding_and_the_readers():
     for name, path in MODULES.items():
-        if not name.startswith("suites"):
-            continue
-        allowed = REPORTS_FOR_SUITES | (REPORTS_FOR_OBSERVERS if name.startswith("suites.observers") else set())
-        used = {n for n in imports_of(path) if n.startswith("reports.") and n in MODULES}
-        assert used <= allowed, f"{name} imports {sorted(used - allowed)}"
-    for name in REPORTS_FOR_SUITES:  # standard library only: the benchmarking side must not pull pandas in
+        if name.startswith("suites"):
+            used = {n for n in imports_of(path) if n.startswith("reports.") and n in MODULES}
+            assert used <= JSON_ENCODING | READERS, f"{name} imports {sorted(used - JSON_ENCODING - READERS)}"
+    for name in JSON_ENCODING:  # the writers of the benchmarking side import it: no pandas, no matplotlib
         third_party = {n.split(".")[0] for n in imports_of(MODULES[name])} - set(sys.stdlib_module_names)
         assert third_party <= {"__future__"}, f"{name} imports {sorted(third_party)}"
 
