@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from reports import strict_json
 from suites.checks.gpu_check import Row
 
 TELEMETRY_FIGURES = ("power_mean_w", "power_max_w", "energy_j", "sm_clock_min_mhz", "sm_clock_median_mhz",
@@ -93,7 +94,7 @@ def sampler_cost(out: Path, device: object) -> list[Row]:
     (out / "sampler_cost.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         return [Row("sampler cost", "exit code", str(proc.returncode), "0", False)]
-    gpu = json.loads(path.read_text())["gpu"]
+    gpu = strict_json.loads(path.read_text())["gpu"]  # the tool writes strict JSON: a NaN comes back as NaN
     if "skipped" in gpu:
         return [Row("sampler cost", "GPU part", f"skipped: {gpu['skipped']}", "run", False)]
     return [Row("sampler cost", f"slowdown of {gpu['case']} (noise floor)",
