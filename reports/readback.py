@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from reports import load
@@ -60,8 +61,10 @@ def _present(value: Any) -> bool:
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """One dict per row of a loaded frame, without the cells the case did not have."""
-    return [{k: v for k, v in row.items() if _present(v)} for row in frame.to_dict("records")]
+    """One dict per row of a loaded frame, without the cells the case did not have, and with Python values
+    (pandas hands out numpy scalars: `np.True_ is True` is false, `isinstance(np.int64(1), int)` too)."""
+    return [{k: v.item() if isinstance(v, np.generic) else v for k, v in row.items() if _present(v)}
+            for row in frame.to_dict("records")]
 
 
 def results_path(path: Path) -> Path:

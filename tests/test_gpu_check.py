@@ -115,10 +115,17 @@ def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
             assert name in proc.stdout
         scheduled = sum(p.skipped is None for p in plan(device, 420, None))
         assert f"{scheduled} of {len(STEPS)} steps scheduled on {device}" in proc.stdout
-        assert "rests on" in proc.stdout
+        assert "the estimate rests on" in proc.stdout
     assert not out.exists()
     default = run_cli("--plan", "--device", "cuda")
     assert f"{len(STEPS)} of {len(STEPS)} steps scheduled on cuda" in default.stdout
+
+
+def test_the_readme_table_gives_each_steps_estimate():
+    readme = (ROOT / "README.md").read_text()
+    for step in STEPS:
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {step.name} |"))
+        assert f"| {step.plans['cuda'].estimate.seconds:.0f} s |" in row, row
 
 
 # --- every selection, collected by pytest ------------------------------------------------------------------------
@@ -274,6 +281,17 @@ def test_attention_rows_say_out_of_memory_unsupported_and_missing_fields(tmp_pat
     assert "peak memory not recorded" in row.value
 
 
+def test_the_stopping_summary_counts_host_bound_cases_and_dropped_samples(tmp_path):
+    out = copy_data(tmp_path)
+
+    def one_host_bound(data: dict) -> None:  # as a CUDA run of a small op records it
+        data["benchmarks"][0]["extra_info"] |= {"host_bound": True, "dropped_samples": 3}
+
+    edit(out / "matmul.json", one_host_bound)
+    stopped = load_function("suites.checks.matmul:how_cases_stopped")(out, "matmul")
+    assert stopped[1].value.startswith("1 (matmul/square/256x256x256/") and stopped[1].value.endswith("), 3")
+
+
 def test_an_incomplete_results_file_says_so_in_every_row(tmp_path):
     out = copy_data(tmp_path)
     edit(out / "numerics.json", lambda data: data.update(incomplete=True, incomplete_reason="stopped by SIGTERM"))
@@ -312,7 +330,7 @@ def test_the_precision_grid_on_a_gpu_holds_mfu_between_0_and_1_and_fails_what_di
     base = cuda_case(model="gpt2-124m", lever="baseline", precision="amp_bf16", compile="off", median_s=0.05,
                      mfu=0.42, mfu_counted=0.44, tokens_per_s=327680.0, n_steps=20, loss_after_n=7.1)
     value, ok = train_rows.describe(base)
-    assert ok is True and value.startswith("20.00 steps/s, 328k tokens/s, MFU 42.0 % (counted 44.0 %)")
+    assert ok is True and value.startswith("20.00 steps/s, 327,680 tokens/s, MFU 42.0 % (counted 44.0 %)")
     assert train_rows.describe(base | {"mfu": 1.3})[1] is False
     assert train_rows.describe({k: v for k, v in base.items() if k != "mfu"})[1] is False  # a GPU has a peak
     compiled = base | {"compile": "on", "compile_s": 41.0, "compile_startup_s": 9.0, "recompiles": 0}

@@ -25,6 +25,7 @@ import argparse
 import importlib
 import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -115,13 +116,13 @@ def plan_table(planned: list[Planned], device_type: str, budget_s: float) -> str
     rows = []
     for p in planned:
         est = p.step.plans.get(device_type)
-        rows.append({"step": p.step.name, "start s": f"{p.start_s:.0f}" if p.skipped is None else "",
-                     "estimate s": f"{est.estimate.seconds:.0f}" if est else "",
+        rows.append({"step": p.step.name, "at s": f"{p.start_s:.0f}" if p.skipped is None else "",
+                     "est. s": f"{est.estimate.seconds:.0f}" if est else "",
                      "schedule": p.skipped or "scheduled", "shows": p.step.shows,
-                     "estimate rests on": f"{est.estimate.parts()}: {est.estimate.rests_on}" if est else ""})
+                     "the estimate rests on": f"{est.estimate.parts()}: {est.estimate.rests_on}" if est else ""})
     scheduled = [p for p in planned if p.skipped is None]
     total = sum(p.step.plans[device_type].estimate.seconds for p in scheduled)
-    return (tabulate(rows, headers="keys", tablefmt="github", maxcolwidths=[None, None, None, 30, 50, 70])
+    return (tabulate(rows, headers="keys", tablefmt="github", maxcolwidths=[None, None, None, 24, 40, 60])
             + f"\n\n{len(scheduled)} of {len(planned)} steps scheduled on {device_type} ({PROFILE[device_type]} "
             f"profile), about {total:.0f} s of a {budget_s:.0f} s budget")
 
@@ -241,6 +242,9 @@ class Report:
 
 @dataclass
 class Options:
+    """A run's checked options: the absolute --out folder, the device string the steps get, the budget, the
+    steps of --only (None: all) and the progress interval."""
+
     out: Path
     device: str
     budget_s: float
@@ -365,29 +369,46 @@ def run_check(options: Options) -> int:
     return 1 if failed else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def options(args: argparse.Namespace) -> Options:
+    """The run's options, checked: a UsageError for a bad value, for a budget that runs nothing, outside a
+    checkout; an InputError when --out cannot be made or written."""
+    budget_s, only, progress_s = parse_budget(args.budget_s), parse_only(args.only), parse_progress(args.progress_s)
+    checkout()
+    device = parent_device(args.device)
+    device_type = device.split(":")[0]
+    if reason := nothing_fits(plan(device_type, budget_s, only), device_type, budget_s):
+        raise UsageError(reason)
     try:
-        budget_s, only = parse_budget(args.budget_s), parse_only(args.only)
-        progress_s = parse_progress(args.progress_s)
+        out = output_dir(Path(args.out).resolve())
+        (out / "rows.jsonl").touch()
+    except OSError as exc:
+        raise InputError(f"{args.out}: {exc.strerror or exc}") from None
+    return Options(out, device, budget_s, only, progress_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return checked_main(parser().parse_args(argv))
+    except BrokenPipeError:  # `... | head`: the reader left; no traceback, and no second error at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def checked_main(args: argparse.Namespace) -> int:
+    try:
         if args.plan:
+            budget_s, only = parse_budget(args.budget_s), parse_only(args.only)
             device_type = plan_device(args.device)
             print(plan_table(plan(device_type, budget_s, only), device_type, budget_s))
             return 0
-        checkout()
-        device = parent_device(args.device)
-        device_type = device.split(":")[0]
-        if reason := nothing_fits(plan(device_type, budget_s, only), device_type, budget_s):
-            raise UsageError(reason)
-        out = output_dir(Path(args.out).resolve())
-        (out / "rows.jsonl").touch()
+        checked = options(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (InputError, OSError) as exc:
-        print(f"error: --out {args.out}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+    except InputError as exc:
+        print(f"error: --out {exc}", file=sys.stderr)
         return 2
-    return run_check(Options(out, device, budget_s, only, progress_s))
+    return run_check(checked)
 
 
 if __name__ == "__main__":

@@ -36,16 +36,18 @@ def describe(entry: dict) -> tuple[str, bool | None]:
         return status_text(entry), None if entry.get("status") == "unsupported" and on_cpu(entry) else False
     parts = [f"{1 / median:.2f} steps/s"]
     if (tokens := number(entry, "tokens_per_s")) is not None:
-        parts.append(f"{tokens / 1e3:.0f}k tokens/s")
+        parts.append(f"{tokens:,.0f} tokens/s")
     mfu, counted = number(entry, "mfu"), number(entry, "mfu_counted")
     if mfu is not None:
         parts.append(f"MFU {100 * mfu:.1f} %" + (f" (counted {100 * counted:.1f} %)" if counted is not None else ""))
     if (loss := number(entry, "loss_after_n")) is not None:
-        parts.append(f"loss after {entry.get('n_steps', '?')} steps {loss:.3f}")
+        steps = number(entry, "n_steps")
+        parts.append(f"loss after {steps:.0f} steps {loss:.3f}" if steps is not None else f"loss {loss:.3f}")
     if (compile_s := number(entry, "compile_s")) is not None:
         startup = number(entry, "compile_startup_s")
+        recompiles = number(entry, "recompiles")
         parts.append(f"compile {compile_s:.0f} s" + (f" after {startup:.0f} s of compiler start-up" if startup else "")
-                     + f", {entry.get('recompiles', '?')} recompiles")
+                     + (f", {recompiles:.0f} recompiles" if recompiles is not None else ""))
     if mfu is None:  # no peak FLOP/s is known on a CPU; on a GPU it should be
         parts.append("no peak FLOP/s known, so no MFU")
         return ", ".join(parts), None if on_cpu(entry) else False
