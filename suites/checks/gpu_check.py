@@ -6,9 +6,9 @@ its own timeout, never longer than what is left of `--budget-s`. Before anything
 steps' estimates: a budget in which no step fits is an error, and `--plan` prints the plan and runs nothing. A
 step whose estimate no longer fits when its turn comes is skipped with that reason, so the command ends inside
 its budget. A pytest step that runs out of time is sent SIGTERM first, so the cases it finished are written;
-stopping the check itself (SIGTERM, SIGHUP, Ctrl-C) stops the running step the same way, and on Linux a step
-also ends when the check is killed outright. A step of more than `--progress-s` seconds prints a line that
-often, naming itself, its time and the last line of its log.
+stopping the check itself (SIGTERM, SIGHUP, Ctrl-C) stops the running step the same way before the check ends,
+and on Linux a step also ends when the check is killed outright (suites/core/children.py). A step of more than
+`--progress-s` seconds prints a line that often, naming itself, its time and the last line of its log.
 
 Every row is printed and flushed the moment it is known and appended to `rows.jsonl` in `--out`, with the file
 it was read from; a step removes its own output files (and a journal a killed run left) before it runs, and
@@ -38,7 +38,7 @@ from tabulate import tabulate
 
 from reports.errors import InputError
 from reports.load import output_dir
-from suites.checks.bounded import TERM_GRACE_S, Finished, Stopped, run_bounded, stop_on_signals
+from suites.checks.bounded import TERM_GRACE_S, Finished, run_bounded
 from suites.checks.rows import ROW_PREFIX, Row
 from suites.checks.steps import PROFILE, STEP_NAMES, STEPS, CheckStep, Reader, StepPlan
 
@@ -256,24 +256,19 @@ def check(options: Options, clock: Callable[[], float]) -> list[Row]:
     """Run every step that fits, in order; return all rows (printed and saved as they came)."""
     report = Report(options.out, clock)
     device_type = options.device.split(":")[0]
-    try:
-        for step in STEPS:
-            left = options.budget_s - clock()
-            reason = skip_reason(step, device_type, left, options.only)
-            if reason is not None:
-                report.emit(Row(step.name, "skipped", reason, "", None, step.name, "plan"))
-                continue
-            plan_ = step.plans[device_type]
-            timeout = step_timeout(plan_, left)
-            run = StepRun(step, plan_, options.out, options.device, timeout, report.progress(step.name, timeout),
-                          options.progress_s)
-            for row in run_step(run):
-                row.step = step.name
-                report.emit(row)
-    except Stopped as stop:
-        report.emit(Row("gpu_check", "stopped", f"by {stop}; the running step was stopped and its finished cases "
-                        "kept", "", False, "gpu_check", "signal"))
-        raise
+    for step in STEPS:
+        left = options.budget_s - clock()
+        reason = skip_reason(step, device_type, left, options.only)
+        if reason is not None:
+            report.emit(Row(step.name, "skipped", reason, "", None, step.name, "plan"))
+            continue
+        plan_ = step.plans[device_type]
+        timeout = step_timeout(plan_, left)
+        run = StepRun(step, plan_, options.out, options.device, timeout, report.progress(step.name, timeout),
+                      options.progress_s)
+        for row in run_step(run):
+            row.step = step.name
+            report.emit(row)
     return report.rows
 
 
@@ -354,12 +349,11 @@ def parser() -> argparse.ArgumentParser:
 
 def run_check(options: Options) -> int:
     start = time.perf_counter()
-    with stop_on_signals():
-        try:
-            rows = check(options, lambda: time.perf_counter() - start)
-        except Stopped as stop:
-            print(f"\ngpu_check stopped by {stop}; rows so far in {options.out / 'rows.jsonl'}", file=sys.stderr)
-            return 128 + stop.signum
+    try:
+        rows = check(options, lambda: time.perf_counter() - start)
+    except KeyboardInterrupt:  # Ctrl-C: the running step was stopped first (suites/core/children.py)
+        print(f"\ngpu_check stopped; the rows so far are in {options.out / 'rows.jsonl'}", file=sys.stderr)
+        return 130
     print()
     print(tabulate([asdict(r) for r in rows], headers="keys", tablefmt="github"))
     failed = sum(r.ok is False for r in rows)
