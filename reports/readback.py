@@ -45,9 +45,6 @@ class Run:
                          f"{self.warnings[0].removeprefix('warning: ')[:120]}")
         return self.path.name + (f" ({'; '.join(notes)})" if notes else "")
 
-    def case(self, case_id: str) -> dict[str, Any] | None:
-        return next((c for c in self.cases if c.get("case") == case_id), None)
-
     def measured(self) -> list[dict[str, Any]]:
         """The cases with a usable time (status ok and a median)."""
         return [c for c in self.cases if c.get("status") == "ok" and "median_s" in c]

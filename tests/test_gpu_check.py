@@ -351,6 +351,21 @@ def test_the_largest_batches_of_a_real_search_and_of_its_journal(tmp_path):
                                                                "m: no amp_bf16 checkpoint block search"]
 
 
+def test_searched_peaks_are_held_below_the_datasheet_and_a_missing_dtype_fails():
+    from suites.checks import matmul as matmul_rows
+    from suites.core import achievable
+
+    found = achievable.Found(800e12, "8192x8192x8192", "searched", 12, 20.0)
+    peaks = achievable.Peaks(flops={"bfloat16": found, "float8_e4m3fn": achievable.Found(2e15, "x", "s", 3, 20.0)},
+                             missing={"float16": "no float16 gemm of the grid fits"})
+    plan_ = matmul_rows.search_plan("cuda")
+    assert plan_.gemm_budget_s == 20.0 and plan_.sizes == achievable.PLANS[("cuda", "full")].sizes
+    rows = list(matmul_rows.peak_rows(peaks, {"bfloat16": {"value": 989e12}, "float8_e4m3fn": {"value": 1979e12},
+                                              "bandwidth": {"value": None}}, plan_))
+    assert [r.ok for r in rows] == [True, False, False]  # 81 % of the sheet; above it; none found
+    assert "80.9 % of the datasheet's 989" in rows[0].value
+
+
 # --- the command line -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [("--budget-s", "30"), ("--budget-s", "nan"), ("--budget-s", "-5"),
