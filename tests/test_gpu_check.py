@@ -346,6 +346,8 @@ def test_the_largest_batches_of_a_real_search_and_of_its_journal(tmp_path):
     assert all(r.source == "batch_size.json" for r in rows)
     to_journal(out / "batch_size.json")
     assert [r.value for r in batch_rows.largest_batches(out, "batch_size")] == [r.value for r in rows]
+    refit = cuda_case(max_batch=96, timed_batch=64, timed_batch_reason="batch 96 fit in the search but not again")
+    assert batch_rows.search_value(refit) == ("96 (timed at 64: batch 96 fit in the search but not again)", 96)
     assert batch_rows.search_gaps([{"case": "x", "lever": "max_batch", "model": "m", "precision": "fp32",
                                     "checkpoint": "off"}]) == ["m: no amp_bf16 checkpoint off search",
                                                                "m: no amp_bf16 checkpoint block search"]

@@ -45,6 +45,9 @@ def search_value(entry: dict) -> tuple[str, int | None]:
                f"{tokens:,.0f} tok/s" if tokens is not None else "",
                "" if entry.get("max_batch_exact", True) else "not exact (tries ran out)",
                "the search's cap" if entry.get("search_capped") else ""]
+    timed = number(entry, "timed_batch")  # when the batch found did not fit again, the one that was timed
+    if timed is not None and timed != largest:
+        details.append(f"timed at {timed:.0f}: {str(entry.get('timed_batch_reason', 'no reason recorded'))[:100]}")
     if entry.get("status") != "ok":
         details.append(f"step at that batch: {status_text(entry)}")
     return f"{int(largest)} ({', '.join(d for d in details if d)})", int(largest)
