@@ -59,7 +59,8 @@ def test_reports_never_imports_suites_or_torch():
 # What suites/ may take from reports/ (suites/__init__.py): the JSON encoding every writer shares (standard
 # library only), and the readers: results files through the loader, traces through the torch-free trace reader.
 JSON_ENCODING = {"reports.strict_json", "reports.schema"}
-READERS = {"reports.errors", "reports.load", "reports.validate", "reports.trace.events", "reports.trace.summary"}
+READERS = {"reports.errors", "reports.load", "reports.validate", "reports.readback", "reports.trace.events",
+           "reports.trace.summary"}
 
 
 def test_suites_take_from_reports_only_the_json_encoding_and_the_readers():
