@@ -24,7 +24,8 @@ from reports import strict_json
 from reports.__main__ import main
 from reports.load import load
 from suites.core import timing
-from suites.harness.results import Journal, dumps
+from suites.harness.journal import Journal
+from suites.harness.results import dumps
 from tests.resultfiles import DATA, RUN_A, read
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,13 +125,15 @@ def test_a_nonfinite_entry_never_changes_a_value_that_was_written():
 def test_a_journal_is_strict_json_line_by_line_and_read_back_with_its_values(tmp_path):
     path = tmp_path / "run.json.journal"
     data = _run_with_non_finite_figures()
-    journal = Journal(path, {key: data[key] for key in ("machine_info", "commit_info", "datetime", "version")})
-    journal.add("benchmarks", data["benchmarks"][0])
-    journal.add("not_measured", data["not_measured"][0])
+    header = {key: data[key] for key in ("machine_info", "commit_info", "datetime", "version")}
+    journal = Journal.create(path, header, [])
+    journal.add({"benchmarks": data["benchmarks"][0]})
+    journal.add({"not_measured": data["not_measured"][0]})
+    journal.add({"benchmarks": data["benchmarks"][1], "round": 1})  # a case journaled after one of its rounds
     journal.close(remove=False)
     header, *lines = [strict(line) for line in path.read_text().splitlines()]
     assert header["schema_version"] == 1 and errors(header, definition="journal_header") == []
-    assert [errors(line, definition="journal_line") for line in lines] == [[], []]
+    assert [errors(line, definition="journal_line") for line in lines] == [[], [], []]
     assert lines[0]["nonfinite"][0] == {"path": "/benchmarks/extra_info/rel_iqr", "value": "Infinity"}
     row = load([path]).set_index("case").loc[data["benchmarks"][0]["extra_info"]["case"]]
     assert row["rel_iqr"] == math.inf and row["incomplete_reason"].startswith("the run ended")
