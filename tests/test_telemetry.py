@@ -174,7 +174,7 @@ def test_zero_interval_turns_telemetry_off_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert execute(SMALL, CPU, RULE, extensions=[ext]).status == "ok"
-    assert machine_info([ext]) == {"available": False, "reason": "disabled by --telemetry-interval-ms 0"}
+    assert machine_info([ext]) == {"available": False, "reason": "disabled by --bench-telemetry-interval-ms 0"}
 
 
 STEP_S = 0.1

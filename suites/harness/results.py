@@ -136,7 +136,8 @@ def next_number(folder: Path) -> int:
 
 
 class ResultsWriter:
-    """A pytest plugin object: it owns the run's file outputs from session start to session finish."""
+    """A pytest plugin object: it owns the run's file outputs from the end of collection (`start`) to session
+    finish."""
 
     def __init__(self, config: pytest.Config, json_path: Path | None, save_name: str | None,
                  not_measured: list[dict]) -> None:
@@ -154,9 +155,9 @@ class ResultsWriter:
         self._journaled_not_measured = 0
         self._old_handlers: dict[int, object] = {}
 
-    # pytest hooks
-
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def start(self, selected: int) -> None:
+        """Check the outputs and open the journal, before the first of the `selected` cases runs."""
+        self.selected = selected
         self.targets = output_targets(self.config, self.json_path, self.save_name)
         if not self.targets:
             return
@@ -177,13 +178,13 @@ class ResultsWriter:
             raise pytest.UsageError(f"{self.targets[0]}: cannot write there ({exc.strerror or exc})") from None
         self._install_signal_handlers()
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.selected = sum(_is_case(item) for item in session.items)
+    # pytest hooks
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when == "call" and self.journal is not None and _is_case(item):
+        ended = call.when == "call" or (call.when == "setup" and report.skipped)  # a skip is a finished case
+        if ended and self.journal is not None and is_case(item):
             self._journal_case(item)
         return report
 
@@ -205,8 +206,9 @@ class ResultsWriter:
                           f"{self.journal.path}, which `python -m reports` reads")
                     session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
                     continue
-                print(f"\nresults: {target}" + (f" (incomplete: {output['incomplete_reason']})"
-                                                 if output.get("incomplete") else ""))
+                saved = "Wrote" if target == self.json_path else "Saved"  # pytest-benchmark's own words
+                print(f"\n{saved} benchmark data in: {target}" + (f" (incomplete: {output['incomplete_reason']})"
+                                                                 if output.get("incomplete") else ""))
             self.journal.close(remove=written)
             self._restore_signal_handlers()
 
@@ -271,7 +273,7 @@ class ResultsWriter:
         self._old_handlers.clear()
 
 
-def _is_case(item: pytest.Item) -> bool:
+def is_case(item: pytest.Item) -> bool:
     """A test that measures (through `run_case` or pytest-benchmark's own fixture), as opposed to a plain test."""
     return "benchmark" in getattr(item, "fixturenames", ())
 
@@ -281,36 +283,35 @@ def _check_writable(folder: Path) -> None:
         raise pytest.UsageError(f"{folder}: cannot write there (permission denied)")
 
 
-def drop_json_option(option: object) -> Path | None:
-    """Take `--benchmark-json` away from pytest-benchmark and return where it pointed. Before 5.3 the option is
-    an open file by now (argparse's FileType opened it for writing while parsing): its handle is closed; from 5.3
-    on it is a path."""
-    value = getattr(option, "benchmark_json", None)
+def drop_json(bench: object) -> Path | None:
+    """Take `--benchmark-json` away from pytest-benchmark's session and return where it pointed. Before 5.3 the
+    option is an open file by now (argparse's FileType opened it for writing while parsing): its handle is
+    closed; from 5.3 on it is a path."""
+    value = getattr(bench, "json", None)
     if value is None:
         return None
-    option.benchmark_json = None
+    bench.json = None
     if hasattr(value, "close"):
         value.close()
         return Path(value.name)
     return Path(value)
 
 
-def take_over(config: pytest.Config, not_measured: list[dict]) -> None:
-    """Take the file outputs from pytest-benchmark (before its session reads the options) and register the writer.
+def take_over(config: pytest.Config, bench: object, not_measured: list[dict], selected: int) -> None:
+    """Take the file outputs from pytest-benchmark's session `bench` and start the writer, once collection has
+    shown that the run measures the suite's cases (suites/harness/pytest_plugin.py decides when).
 
-    A storage that is not a folder (elasticsearch) stays pytest-benchmark's. Under torchrun only rank 0 owns the
-    outputs (the other ranks would race for the same journal).
+    A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
     """
-    if os.environ.get("RANK", "0") != "0":
-        return
-    option = config.option
-    json_path = drop_json_option(option)
+    json_path = drop_json(bench)
     save_name = None
-    storage = str(getattr(option, "benchmark_storage", "") or "")
+    storage = str(config.getoption("benchmark_storage", "") or "")
     if "://" not in storage or storage.startswith("file://"):
-        save_name = option.benchmark_save or _autosave_name(option.benchmark_autosave)
-        option.benchmark_save = option.benchmark_autosave = None
-    config.pluginmanager.register(ResultsWriter(config, json_path, save_name, not_measured), "bench-results")
+        save_name = bench.save or _autosave_name(bench.autosave)
+        bench.save = bench.autosave = None
+    writer = ResultsWriter(config, json_path, save_name, not_measured)
+    writer.start(selected)  # a usage error here leaves nothing registered
+    config.pluginmanager.register(writer, "bench-results")
 
 
 def _autosave_name(autosave: object) -> str | None:
