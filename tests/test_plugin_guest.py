@@ -150,6 +150,14 @@ def test_plain_benchmarks_store_nothing_unasked(tmp_path, args):
     assert saved_runs(repo) == []
 
 
+def test_a_suite_run_whose_cases_were_all_skipped_stores_no_run(tmp_path):
+    repo = host(tmp_path, test_mine=DEVICE_BENCH.split("def test_used_twice")[0].replace("def test_matmul",
+                                                                                        "def no_test_matmul"))
+    proc = run(repo, "--benchmark-autosave", "-k", "skipped")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 skipped" in proc.stdout and saved_runs(repo) == []
+
+
 def test_minus_p_no_benchmark_skips_the_suites_tests_with_the_reason(tmp_path):
     repo = host(tmp_path, test_plain="def test_plain():\n    pass\n", test_mine=DEVICE_BENCH)
     proc = run(repo, "-p", "no:benchmark", "--device", "host-value")

@@ -196,8 +196,8 @@ class ResultsWriter:
             output = self._output(session, exitstatus)
             text = dumps(output)
             for target in self.targets:
-                if target != self.json_path and not self.finished:
-                    continue  # no empty autosaved runs in the storage; an explicit --benchmark-json is always written
+                if target != self.json_path and not (output["benchmarks"] or output["not_measured"]):
+                    continue  # no empty run in the storage; an explicit --benchmark-json is always written
                 try:
                     write_atomically(target, text)
                 except OSError as exc:
