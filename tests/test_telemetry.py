@@ -272,8 +272,8 @@ def test_a_run_records_why_telemetry_is_absent(tmp_path):
 
 
 def test_negative_interval_is_a_usage_error():
-    proc = _pytest("bench/test_matmul.py", "--telemetry-interval-ms", "-5", "--collect-only")
-    assert proc.returncode == 4 and "--telemetry-interval-ms -5" in proc.stderr
+    proc = _pytest("bench/test_matmul.py", "--bench-telemetry-interval-ms", "-5", "--collect-only")
+    assert proc.returncode == 4 and "--bench-telemetry-interval-ms -5" in proc.stderr
 
 
 @pytest.mark.gpu
