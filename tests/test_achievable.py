@@ -102,8 +102,8 @@ def test_unsupported_dtype_raises_with_its_reason():
         achievable.search_gemm("float8_e4m3fn", CPU, plan())
 
 
-def _case(flops=None, bytes_=None, dtype="float32") -> Case:
-    return Case("matmul", f"matmul/x/{flops}/{bytes_}", {}, build=lambda d: None, flops=flops, bytes=bytes_,
+def _case(flops=None, bytes_=None, dtype="float32", suite="matmul") -> Case:
+    return Case(suite, f"{suite}/x/{flops}/{bytes_}", {}, build=lambda d: None, flops=flops, bytes=bytes_,
                 peak_dtype=dtype)
 
 
@@ -131,6 +131,29 @@ def test_a_case_above_its_roof_reads_100_and_raises_that_roof_only():
     assert peaks.flops["float32"].raised_by == fast.id and peaks.flops["float32"].searched_value == 1e12
     assert peaks.bandwidth.value == pytest.approx(1e11) and peaks.bandwidth.raised_by is None
     assert peaks.pct(_case(flops=1e12, bytes_=1e9), 1.0)["pct_achievable"] == pytest.approx(50.0)
+
+
+def test_a_conv_above_the_gemm_roof_raises_its_own_kind_roof_and_says_so():
+    """A Winograd conv's direct FLOP model beats any gemm: it must not lower the figures of the gemms after it."""
+    peaks = _peaks()
+    winograd = _case(flops=2e12, suite="conv")  # 2 TFLOP/s by its model against the 1 TFLOP/s gemm roof
+    read = peaks.pct(winograd, 1.0, ["earlier"])
+    assert read["pct_achievable"] == 100.0 and read["above_achievable"] is True
+    assert read["notes"][0] == "earlier" and read["notes"][1].startswith("2x the achievable conv float32 roof")
+    assert peaks.flops["float32"].value == 1e12 and peaks.flops["float32"].raised_by is None
+    assert peaks.pct(_case(flops=5e11), 1.0) == {"pct_achievable": pytest.approx(50.0)}  # a later gemm: unchanged
+    assert peaks.pct(_case(flops=1e12, suite="conv"), 1.0) == {"pct_achievable": pytest.approx(50.0)}
+    kinds = peaks.as_dict()["kinds"]
+    conv = kinds["conv"]["float32"]
+    assert set(kinds) == {"conv"} and conv["raised_by"] == winograd.id
+    assert conv["value"] == pytest.approx(2e12) and conv["searched_value"] == 1e12
+
+
+def test_another_kind_starts_from_the_searched_roof_not_a_raised_one():
+    peaks = _peaks()
+    peaks.pct(_case(flops=3e12), 1.0)  # a gemm raises the gemm roof to 3 TFLOP/s
+    assert peaks.pct(_case(flops=5e11, suite="attention"), 1.0) == {"pct_achievable": pytest.approx(50.0)}
+    assert peaks.as_dict()["kinds"] == {}  # attention raised nothing
 
 
 def test_cache_round_trip_and_identity(tmp_path):
@@ -194,6 +217,10 @@ def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
     assert on.pct_achievable(_result(_case(flops=5e11))) == {"pct_achievable": 50.0}
     assert on.pct_achievable(_result(_case(flops=5e12), "error")) == {}  # a wrong answer never raises a roof
     assert on.achievable_info()["flops"]["float32"]["raised_by"] is None
+    above = _result(_case(flops=5e12, suite="conv"))
+    above.extra_info = {"pct_peak": 130.0, "tflops_above_peak": True}
+    assert on.pct_achievable(above) == {}  # above the datasheet peak: its FLOPs are not work, no roof rises
+    assert on.achievable_info()["kinds"] == {}
     off = BenchSession(CPU, "quick", None, achievable_mode="off")
     assert off.pct_achievable(_result(_case(flops=5e11))) == {}
     assert off.achievable_info() == {"source": None, "reason": "off (--achievable-peaks off)"}

@@ -101,11 +101,13 @@ class BenchSession:
 
     def pct_achievable(self, result: CaseResult) -> dict:
         """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable); none for a
-        case that failed its check, whose speed must not become a peak."""
-        if result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes):
+        case that failed its check, or one above the datasheet peak, whose speed must not become a peak."""
+        info = result.extra_info
+        if (result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes)
+                or info.get("tflops_above_peak")):
             return {}
         peaks = self.achievable()
-        return peaks.pct(result.case, result.measurement.median_s) if peaks else {}
+        return peaks.pct(result.case, result.measurement.median_s, info.get("notes", ())) if peaks else {}
 
     def achievable_info(self) -> dict | None:
         """machine_info's `achievable`: the peaks with how they were found, or why there are none; None when no
