@@ -156,6 +156,52 @@ def test_another_kind_starts_from_the_searched_roof_not_a_raised_one():
     assert peaks.as_dict()["kinds"] == {}  # attention raised nothing
 
 
+class Ticks:
+    """A clock that moves `tick` seconds each time it is read: the search's own reads (one per shape it weighs)
+    spend its budget, whatever this machine's speed."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_the_search_says_its_total_and_each_dtype_and_keeps_to_the_total():
+    lines: list[str] = []
+    clock = Ticks(0.2)
+    peaks = achievable.search(CPU, "quick", ["float32", "bfloat16", "float16"], lines.append, budget_s=3.0,
+                              clock=clock)
+    assert lines[0].startswith("achievable peaks: searching float32, bfloat16, float16 and the bandwidth on cpu "
+                               "(quick plan) in 3 s (3.5 s per dtype, 2 s bandwidth")
+    assert [line.split(":")[0] for line in lines[1:]] == ["achievable float32", "achievable bfloat16",
+                                                           "achievable float16", "achievable bandwidth"]
+    assert "float32" in peaks.flops  # the first dtype had its share of the total, then the total was spent
+    cut = {d: r for d, r in peaks.missing.items() if r.startswith(achievable.NOT_SEARCHED)}
+    assert set(cut) == {"bfloat16", "float16", "bandwidth"}
+    assert all(r.endswith("the search's 3 s in all were spent") for r in cut.values())
+
+
+def test_a_search_cut_by_its_total_is_searched_again_next_run(tmp_path):
+    lines: list[str] = []
+    cut = achievable.search(CPU, "quick", ["float32"], lines.append, budget_s=0.0)
+    assert cut.missing == {"float32": "not searched: the search's 0 s in all were spent",
+                           "bandwidth": "not searched: the search's 0 s in all were spent"}
+    assert lines[1:] == ["achievable float32: not searched: the search's 0 s in all were spent",
+                         "achievable bandwidth: none (not searched: the search's 0 s in all were spent)"]
+    cut.identity = achievable.identity(CPU)
+    achievable.save(cut, tmp_path)
+    small = achievable.SearchPlan((64, 128), 32, 32, 0.5, (2**20,), 0.2, RULE)
+    again: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(achievable.PLANS, ("cpu", "quick"), small)
+        found = achievable.obtain(CPU, "quick", tmp_path, dtypes=["float32"], log=again.append)
+    assert found.source == "searched" and found.flops["float32"].value > 0
+    assert again[0].startswith("achievable peaks: searching float32") and again[-1].startswith("achievable peaks: "
+                                                                                                "cached in")
+
+
 def test_cache_round_trip_and_identity(tmp_path):
     peaks = _peaks()
     peaks.profile, peaks.identity = "quick", achievable.identity(CPU)
@@ -185,9 +231,14 @@ def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_
                                "--bench-dtypes", "float32", "-k", "square", f"--achievable-cache={tmp_path}",
                                f"--benchmark-json={out}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        lines.append(proc.stdout)
         return json.loads(out.read_text())
 
+    lines: list[str] = []
     first = run(tmp_path / "a.json")
+    # a plain run says on its terminal what it searches, in how long, each result, and then that it loads it
+    assert "achievable peaks: searching float32 and the bandwidth on cpu (quick plan) in 5.5 s" in lines[0]
+    assert "\nachievable float32: " in lines[0] and "\nachievable bandwidth: " in lines[0]
     info = first["machine_info"]["achievable"]
     assert info["source"] == "searched" and set(info["flops"]) == {"float32"}
     assert {"copy", "triad"} == set(info["kernels"])
@@ -195,6 +246,7 @@ def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_
         assert 0 < bench["extra_info"]["pct_achievable"] <= 100
     second = run(tmp_path / "b.json")
     assert second["machine_info"]["achievable"]["source"].startswith("loaded from")
+    assert "achievable peaks: loaded from " in lines[1] and "achievable peaks: searching" not in lines[1]
     assert all(0 < b["extra_info"]["pct_achievable"] <= 100 for b in second["benchmarks"])
     assert math.isclose(second["machine_info"]["achievable"]["kernels"]["copy"]["value"],
                         info["kernels"]["copy"]["value"])

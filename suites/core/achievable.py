@@ -51,6 +51,7 @@ from suites.core.precision import DTYPES, float32_mode
 from suites.core.timing import StopRule, measure
 
 FORMAT = 1  # version of the cache file's layout; a file of another version is searched again
+NOT_SEARCHED = "not searched"  # how a dtype's reason starts when the search's total ran out before it
 
 
 @dataclass(frozen=True)
@@ -341,25 +342,59 @@ def save(peaks: Peaks, directory: Path) -> Path:
     return path
 
 
+def total_budget_s(plan: SearchPlan, dtypes: Sequence[str]) -> float:
+    """What a search of these dtypes and the bandwidth is given in all: the plan's budget per dtype for each, plus
+    its bandwidth budget. Each part may run over by its last measurement; `search` takes that from the next."""
+    return plan.gemm_budget_s * len(dtypes) + plan.bandwidth_budget_s
+
+
 def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
-           log: Callable[[str], None] = lambda _: None) -> Peaks:
-    """Search every dtype the device runs (those of `dtypes` when given), then the bandwidth."""
+           log: Callable[[str], None] = lambda _: None, budget_s: float | None = None,
+           clock: Callable[[], float] = time.perf_counter) -> Peaks:
+    """Search every dtype the device runs (those of `dtypes` when given), then the bandwidth, within `budget_s`
+    in all (default: `total_budget_s`), saying what it does through `log` as it goes: the total first, then a
+    line per dtype and one for the bandwidth.
+
+    The total is a deadline: a dtype gets the plan's budget or what is left of the total after the bandwidth's
+    share, whichever is less, so a dtype that overran (its last shape, its first allocation) shortens the next;
+    a dtype for which nothing is left is recorded as missing with that reason.
+    """
     plan = PLANS[(device.type, profile)]
+    names = dtypes or list(DTYPES)
+    total = total_budget_s(plan, names) if budget_s is None else budget_s
+    start = clock()
     peaks = Peaks(profile=profile, identity=identity(device), source="searched",
                   searched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    for dtype in dtypes or list(DTYPES):
+    log(f"achievable peaks: searching {', '.join(names)} and the bandwidth on {device} ({profile} plan) in "
+        f"{total:g} s ({plan.gemm_budget_s:g} s per dtype, {plan.bandwidth_budget_s:g} s bandwidth, each part "
+        "over by at most its last shape); once per machine, then loaded from the cache")
+    for dtype in names:
+        left = total - (clock() - start) - min(plan.bandwidth_budget_s, total / (len(names) + 1))
+        if left <= 0:
+            peaks.missing[dtype] = f"{NOT_SEARCHED}: the search's {total:g} s in all were spent"
+            log(f"achievable {dtype}: {peaks.missing[dtype]}")
+            continue
         try:
-            peaks.flops[dtype] = search_gemm(dtype, device, plan)
-            log(f"achievable {dtype}: {peaks.flops[dtype].value / 1e12:.4g} TFLOP/s at {peaks.flops[dtype].at}")
+            found = search_gemm(dtype, device, dataclasses.replace(plan, gemm_budget_s=min(plan.gemm_budget_s,
+                                                                                            left)), clock)
         except Unsupported as exc:
             peaks.missing[dtype] = str(exc)
-    peaks.kernels = search_bandwidth(device, plan)
+            log(f"achievable {dtype}: none ({exc})")
+            continue
+        peaks.flops[dtype] = found
+        log(f"achievable {dtype}: {found.value / 1e12:.4g} TFLOP/s at {found.at} ({found.tried} shapes, "
+            f"{found.seconds:.1f} s)")
+    left = total - (clock() - start)
+    peaks.kernels = search_bandwidth(device, dataclasses.replace(
+        plan, bandwidth_budget_s=min(plan.bandwidth_budget_s, max(left, 0.0))), clock)
     if not peaks.kernels:
-        peaks.missing["bandwidth"] = "no copy or triad array size of the plan fits in memory"
+        peaks.missing["bandwidth"] = ("no copy or triad array size of the plan fits in memory" if left > 0 else
+                                      f"{NOT_SEARCHED}: the search's {total:g} s in all were spent")
+        log(f"achievable bandwidth: none ({peaks.missing['bandwidth']})")
         return peaks
     best = max(peaks.kernels.values(), key=lambda f: f.value)
     peaks.bandwidth = Found(**asdict(best))
-    log(f"achievable bandwidth: {best.value / 1e9:.4g} GB/s ({best.at})")
+    log(f"achievable bandwidth: {best.value / 1e9:.4g} GB/s ({best.at}); the search took {clock() - start:.0f} s")
     return peaks
 
 
@@ -372,11 +407,17 @@ def obtain(device: torch.device, profile: str, directory: Path, refresh: bool = 
     ident = identity(device)
     cached = None if refresh else load(directory, ident, profile)
     wanted = set(dtypes or DTYPES)
-    if cached is not None and wanted <= set(cached.flops) | set(cached.missing):
+    if cached is not None and wanted <= set(cached.flops) | answered(cached.missing):
+        log(f"achievable peaks: {cached.source} (searched {cached.searched_at})")
         return cached
     peaks = search(device, profile, dtypes, log)
     try:
-        save(peaks, directory)
+        log(f"achievable peaks: cached in {save(peaks, directory)}")
     except OSError as exc:
         log(f"achievable peaks not cached ({exc}); the next run searches again")
     return peaks
+
+
+def answered(missing: dict[str, str]) -> set[str]:
+    """The missing dtypes whose reason is an answer (unsupported here), not a search cut short by its total."""
+    return {dtype for dtype, reason in missing.items() if not reason.startswith(NOT_SEARCHED)}

@@ -10,6 +10,9 @@ pytest-benchmark cannot silently break this.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +58,7 @@ class BenchSession:
     world: distributed.World | None = None  # set under torchrun with several ranks
     rounds: int = 1
     round_log: bench_rounds.RoundLog = field(default_factory=bench_rounds.RoundLog)
+    log: Callable[[str], None] = lambda _: None  # a line on the terminal as it happens (the achievable search's)
     _peaks: dict | None = None
     _achievable: achievable.Peaks | str | None = None  # the peaks, or why there are none
 
@@ -94,7 +98,8 @@ class BenchSession:
             else:
                 try:
                     self._achievable = achievable.obtain(self.device, self.profile, self.achievable_cache,
-                                                         refresh=self.achievable_mode == "search", dtypes=self.dtypes)
+                                                         refresh=self.achievable_mode == "search", dtypes=self.dtypes,
+                                                         log=self.log)
                 except Exception as exc:  # the boundary: a failed search costs pct_achievable, never the cases
                     self._achievable = f"search failed: {type(exc).__name__}: {exc}"
         return self._achievable if isinstance(self._achievable, achievable.Peaks) else None
@@ -122,6 +127,22 @@ class BenchSession:
         return select_dtypes(cases, self.dtypes)
 
 
+def terminal_line(config: pytest.Config) -> Callable[[str], None]:
+    """Write a line on pytest's terminal at once, also from inside a test, where pytest captures the output; on
+    stderr where there is no terminal reporter (an xdist worker, a plugin-less run)."""
+    def write(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            print(line, file=sys.stderr, flush=True)
+            return
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+
+    return write
+
+
 def from_config(config: pytest.Config) -> BenchSession:
     try:
         device = devices.resolve(config.getoption("bench_device"))
@@ -136,6 +157,7 @@ def from_config(config: pytest.Config) -> BenchSession:
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
                         achievable_mode=config.getoption("achievable_peaks"),
                         achievable_cache=Path(config.getoption("achievable_cache")), world=world,
+                        log=terminal_line(config),
                         rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
 
 
