@@ -177,10 +177,11 @@ def test_the_search_says_its_total_and_each_dtype_and_keeps_to_the_total():
                                "(quick plan) in 3 s (3.5 s per dtype, 2 s bandwidth")
     assert [line.split(":")[0] for line in lines[1:]] == ["achievable float32", "achievable bfloat16",
                                                            "achievable float16", "achievable bandwidth"]
-    assert "float32" in peaks.flops  # the first dtype had its share of the total, then the total was spent
-    cut = {d: r for d, r in peaks.missing.items() if r.startswith(achievable.NOT_SEARCHED)}
-    assert set(cut) == {"bfloat16", "float16", "bandwidth"}
-    assert all(r.endswith("the search's 3 s in all were spent") for r in cut.values())
+    order = ["float32", "bfloat16", "float16", "bandwidth"]
+    cut = [name for name in order if peaks.missing.get(name, "").startswith(achievable.NOT_SEARCHED)]
+    assert "float32" in peaks.flops and cut == order[-len(cut):]  # searched until the total ran out, then none
+    assert {"float16", "bandwidth"} <= set(cut)  # float32 may take 3 - 0.75 (the bandwidth's share) - 0.2 s
+    assert all(peaks.missing[name].endswith("the search's 3 s in all were spent") for name in cut)
 
 
 def test_a_search_cut_by_its_total_is_searched_again_next_run(tmp_path):
