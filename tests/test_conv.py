@@ -9,6 +9,7 @@ from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.ops import conv
 from suites.ops.passes import run_pass, worst_error
+from tests.runs import run_pytest
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 ALL_CASES = conv.cases("quick") + conv.cases("full")
@@ -137,16 +138,10 @@ def test_gpu_check_speedups_of_channels_last_and_bfloat16():
 
 @pytest.mark.slow
 def test_gpu_check_selection_picks_the_3x3_layers_at_56():
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from suites.checks.gpu_check import STEPS
 
     args = next(s for s in STEPS if s.name == "conv").plans["cuda"].pytest_args
-    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "--device", "cpu",
-                           "--bench-profile", "full", "-p", "no:cacheprovider"], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1])
+    proc = run_pytest(*args, "--collect-only", "--device", "cpu", "--bench-profile", "full")
     ids = [line.split("[")[1] for line in proc.stdout.splitlines() if "::test_conv[" in line]
     assert len(ids) == 5 * 2 * 2, proc.stdout[-2000:]  # layers x dtypes x formats
     assert {i.split("/")[1] for i in ids} == {f"32x{c}x56x56-{c}k3s1" for c in (64, 256, 63, 65, 72)}

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +17,8 @@ from suites.checks.gpu_check import (
     skip_reason,
     step_timeout,
 )
+from tests.runs import run_python, start_python
 
-ROOT = Path(__file__).resolve().parents[1]
 GPU_ONLY = CheckStep("gpu_only", {"cuda": StepPlan(10)})
 BOTH = CheckStep("both", {"cuda": StepPlan(100), "cpu": StepPlan(30)})
 
@@ -51,8 +48,7 @@ def test_every_step_has_a_plan_for_cuda_and_the_order_starts_with_what_checks_th
 
 
 def test_an_unknown_only_name_is_a_one_line_usage_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "suites.gpu_check", "--only", "matmul,nonsense", "--out",
-                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    proc = run_python("-m", "suites.gpu_check", "--only", "matmul,nonsense", "--out", str(tmp_path))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: --only: unknown step nonsense")
 
@@ -65,9 +61,7 @@ def test_a_budgeted_cpu_run_streams_its_rows_skips_with_reasons_and_reads_nothin
         (tmp_path / name).write_text(json.dumps(stale))
     (tmp_path / "rows.jsonl").write_text('{"check": "stale"}\n')
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "suites.gpu_check", "--device", "cpu", "--budget-s", "90",
-                             "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = start_python("-m", "suites.gpu_check", "--device", "cpu", "--budget-s", "90", "--out", str(tmp_path))
     arrivals = [(time.perf_counter() - start, line) for line in proc.stdout]
     proc.wait()
     total = time.perf_counter() - start
