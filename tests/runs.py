@@ -3,20 +3,32 @@
 One place for what every run needs: the repository as working directory and on PYTHONPATH (a bench file in another
 folder still finds `suites` and `tests`), captured text, a timeout (a hung child fails its test instead of hanging
 the suite), and a result that reads its JSON results file and gives the tail of its output for a failed assert.
+
+A run that measures cases, is signalled or killed, or runs under torchrun gets a fresh interpreter (`run_*`): its
+torch state, threads, warnings and signal handlers are part of what it checks. A run that ends before the first case
+(a usage error, a `-k` selection, a command's one-line error) runs in this interpreter (`*_in_process`): the same
+exit code and output, without the seconds a fresh interpreter spends importing torch.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import pytest
+
+from reports.__main__ import main as reports_main
+
 ROOT = Path(__file__).resolve().parents[1]
-PYTEST = ["-m", "pytest", "-p", "no:cacheprovider", "-q"]
+PYTEST_OPTIONS = ["-p", "no:cacheprovider", "-q"]  # a test run leaves no .pytest_cache in the checkout
 TIMEOUT_S = 600
 
 
@@ -65,20 +77,24 @@ def start_python(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
                             stderr=subprocess.STDOUT, text=True)
 
 
+def start_pytest(*args: str, **kwargs) -> subprocess.Popen:
+    return start_python("-m", "pytest", *PYTEST_OPTIONS, *args, **kwargs)
+
+
 def bench_args(path: str, *args: str, json_path: Path | None = None) -> list[str]:
     """pytest's arguments for a benchmark run of a bench file on this CPU, writing json_path when given."""
     out = [f"--benchmark-json={json_path}"] if json_path is not None else []
-    return [*PYTEST, path, "--benchmark-only", "--device", "cpu", *args, *out]
+    return [path, "--benchmark-only", "--device", "cpu", *args, *out]
 
 
 def run_pytest(*args: str, **kwargs) -> Run:
-    """`python -m pytest -q ARGS` without the cache plugin (a test run leaves no .pytest_cache in the checkout)."""
-    return run_python(*PYTEST, *args, **kwargs)
+    """`python -m pytest -q ARGS`."""
+    return run_python("-m", "pytest", *PYTEST_OPTIONS, *args, **kwargs)
 
 
 def run_bench(path: str, *args: str, json_path: Path | None = None, **kwargs) -> Run:
     """A benchmark run of one bench file on this CPU (`--benchmark-only --device cpu`)."""
-    return run_python(*bench_args(path, *args, json_path=json_path), json_path=json_path, **kwargs)
+    return run_pytest(*bench_args(path, *args, json_path=json_path), json_path=json_path, **kwargs)
 
 
 def run_reports(*args: str, **kwargs) -> Run:
@@ -90,5 +106,41 @@ def run_torchrun(*args: str, env: dict[str, str] | None = None, timeout: float =
                  json_path: Path | None = None) -> Run:
     """pytest under `torchrun --standalone --nproc-per-node 2` on this CPU (gloo), writing json_path when given."""
     out = [f"--benchmark-json={json_path}"] if json_path is not None else []
-    return run_python("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *PYTEST,
-                      "--device", "cpu", *args, *out, env=env, timeout=timeout, json_path=json_path)
+    return run_python("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "pytest",
+                      *PYTEST_OPTIONS, "--device", "cpu", *args, *out, env=env, timeout=timeout, json_path=json_path)
+
+
+def exit_status(exc: SystemExit) -> int:
+    """The exit status the interpreter gives an uncaught SystemExit; a message is printed on stderr, as it prints it."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def call_in_process(main: Callable[[list[str]], int], *args: str, cwd: Path = ROOT) -> Run:
+    """A command's `main(argv)` called here with its stdout and stderr captured, in cwd. A SystemExit ends it as it
+    would end the interpreter: its code, or its message on stderr and exit code 1."""
+    out, err = io.StringIO(), io.StringIO()
+    saved_cwd, saved_path = os.getcwd(), sys.path[:]
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = int(main(list(args)))
+            except SystemExit as exc:
+                code = exit_status(exc)
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path  # pytest puts the bench files' root first
+    return Run([f"{main.__module__}.{main.__name__}", *args], code, out.getvalue(), err.getvalue())
+
+
+def run_pytest_in_process(*args: str, cwd: Path = ROOT) -> Run:
+    """`python -m pytest -q ARGS` by pytest.main in this interpreter, for a run that stops before its first case."""
+    return call_in_process(pytest.main, *PYTEST_OPTIONS, *args, cwd=cwd)
+
+
+def run_reports_in_process(*args: str, cwd: Path = ROOT) -> Run:
+    """`python -m reports ARGS` by its main() in this interpreter (tests/test_trace.py runs the command itself)."""
+    return call_in_process(reports_main, *args, cwd=cwd)

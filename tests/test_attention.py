@@ -13,7 +13,7 @@ from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.ops import attention
 from suites.ops.attention import Point, Shape
-from tests.runs import run_bench, run_pytest, run_reports
+from tests.runs import run_bench, run_pytest_in_process, run_reports_in_process
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 
@@ -132,12 +132,11 @@ def test_quick_memory_sweep_naive_grows_4x_and_flash_2x_per_doubling():
     assert all(r < 2.6 for r in ratios["flash"])
 
 
-@pytest.mark.slow
 def test_gpu_check_selection_picks_the_bf16_hd128_flash_and_naive_cases():
     from suites.checks.gpu_check import STEPS
 
     args = next(s for s in STEPS if s.name == "attention").plans["cuda"].pytest_args
-    proc = run_pytest(*args, "--collect-only", "--device", "cpu", "--bench-profile", "full")
+    proc = run_pytest_in_process(*args, "--collect-only", "--device", "cpu", "--bench-profile", "full")
     ids = [line for line in proc.stdout.splitlines() if "::test_attention[" in line]
     assert len(ids) == 16, proc.stdout[-2000:]
     assert all("bfloat16" in i and ("4x16x4096x128" in i or "1x16x16384x128" in i) for i in ids)
@@ -202,9 +201,9 @@ def test_quick_sweep_end_to_end_json_table_and_plot(tmp_path):
         assert entry["group"] == "attention"
         assert {"impl", "seq", "batch"} <= set(entry["params"])
         assert entry["extra_info"]["peak_mem_bytes"] > 0 and entry["extra_info"]["tflops"] > 0
-    table = run_reports("table", str(out))
+    table = run_reports_in_process("table", str(out))
     assert table.returncode == 0 and "## attention on" in table.stdout
-    plot = run_reports("plot", str(out), "-o", str(tmp_path))
+    plot = run_reports_in_process("plot", str(out), "-o", str(tmp_path))
     assert plot.returncode == 0 and "no plots" in plot.stdout  # one sequence length: no series to draw
 
 

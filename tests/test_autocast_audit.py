@@ -13,7 +13,7 @@ from suites.training import autocast_audit, numerics
 from suites.training.autocast_audit import Auditor, DtypeRecorder, OpSummary, is_matmul, summarize, violations
 from suites.training.model_spec import ModelSpec
 from suites.training.recipe import make_optimizer, make_step
-from tests.runs import run_python
+from tests.runs import call_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -85,8 +85,7 @@ def test_cnn_mean_is_flagged_in_the_case(recwarn):
 
 
 def test_cli_prints_the_table_and_rejects_bad_input():
-    env = {"OMP_NUM_THREADS": "1"}  # as the one_thread fixture, for the child process
-    ok = run_python("-m", "suites.training.autocast_audit", "--model", "gpt-tiny", env=env)
+    ok = call_in_process(autocast_audit.main, "--model", "gpt-tiny")
     assert ok.returncode == 0 and "| forward  | addmm" in ok.stdout and "no violations" in ok.stdout
-    bad = run_python("-m", "suites.training.autocast_audit", "--model", "gpt-huge", env=env)
+    bad = call_in_process(autocast_audit.main, "--model", "gpt-huge")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown GPT preset" in bad.stderr

@@ -14,7 +14,7 @@ from suites.core.units import parse_bytes
 from suites.training import batch_size
 from suites.training.batch_size import Fit, largest_batch, try_batch
 from suites.training.model_spec import ModelSpec
-from tests.runs import ROOT, run_bench, run_pytest, run_reports
+from tests.runs import ROOT, run_bench, run_pytest_in_process, run_reports_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -95,7 +95,8 @@ def test_sweep_case_over_budget_is_recorded_as_oom():
 
 
 def test_bad_budget_is_a_one_line_usage_error():
-    proc = run_pytest("bench/test_batch_size.py", "--collect-only", "--device", "cpu", "--bench-mem-budget", "lots")
+    proc = run_pytest_in_process("bench/test_batch_size.py", "--collect-only", "--device", "cpu", "--bench-mem-budget",
+                                 "lots")
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and "--bench-mem-budget" in errors[0] and "Traceback" not in proc.stderr
@@ -168,6 +169,6 @@ def test_gpu_check_rows_from_a_real_run(tmp_path):
 
 
 def test_plot_command_lists_the_batch_plot(tmp_path):
-    proc = run_reports("plot", str(DATA / "batch_size_cpu_quick.json"), "-o", str(tmp_path))
+    proc = run_reports_in_process("plot", str(DATA / "batch_size_cpu_quick.json"), "-o", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert [Path(line).name for line in proc.stdout.split()] == ["batch_size_gpt-tiny_AMD-EPYC-2-threads.png"]

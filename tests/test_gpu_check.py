@@ -14,10 +14,11 @@ from suites.checks.gpu_check import (
     TERM_GRACE_S,
     CheckStep,
     StepPlan,
+    main,
     skip_reason,
     step_timeout,
 )
-from tests.runs import run_python, start_python
+from tests.runs import call_in_process, start_python
 
 GPU_ONLY = CheckStep("gpu_only", {"cuda": StepPlan(10)})
 BOTH = CheckStep("both", {"cuda": StepPlan(100), "cpu": StepPlan(30)})
@@ -48,7 +49,7 @@ def test_every_step_has_a_plan_for_cuda_and_the_order_starts_with_what_checks_th
 
 
 def test_an_unknown_only_name_is_a_one_line_usage_error(tmp_path):
-    proc = run_python("-m", "suites.gpu_check", "--only", "matmul,nonsense", "--out", str(tmp_path))
+    proc = call_in_process(main, "--only", "matmul,nonsense", "--out", str(tmp_path))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: --only: unknown step nonsense")
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from suites.core.timing import rel_iqr
-from tests.runs import run_bench, run_pytest, run_reports
+from tests.runs import run_bench, run_pytest_in_process, run_reports_in_process
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_machine_info_names_the_device(quick_run):
 
 
 def test_reports_table_reads_the_run(quick_run):
-    proc = run_reports("table", str(quick_run["path"]), "--markdown")
+    proc = run_reports_in_process("table", str(quick_run["path"]), "--markdown")
     assert proc.returncode == 0, proc.stderr
     assert "## matmul on" in proc.stdout
     assert "bfloat16" in proc.stdout and "odd" in proc.stdout
@@ -59,14 +59,14 @@ def test_reports_table_reads_the_run(quick_run):
 
 
 def test_unknown_dtype_is_a_usage_error_listing_valid_names():
-    proc = run_pytest("bench/test_matmul.py", "--bench-dtypes", "nonsense", "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--bench-dtypes", "nonsense", "--collect-only")
     assert proc.returncode == 4
     assert "unknown nonsense" in proc.stderr and "bfloat16" in proc.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
 def test_cuda_without_a_gpu_is_an_error_not_an_all_skip():
-    proc = run_pytest("bench/test_matmul.py", "--device", "cuda", "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--device", "cuda", "--collect-only")
     assert proc.returncode == 4
     assert "no CUDA device" in proc.stderr
 
@@ -75,7 +75,7 @@ def test_cuda_without_a_gpu_is_an_error_not_an_all_skip():
 def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    proc = run_reports("table", str(bad))
+    proc = run_reports_in_process("table", str(bad))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and str(bad) in proc.stderr
 
@@ -85,6 +85,6 @@ def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
                                     ["--device", "cuda:0:junk"], ["--telemetry-interval-ms", "inf"],
                                     ["--telemetry-interval-ms", "nan"], ["--telemetry-interval-ms", "-1"]])
 def test_options_that_cannot_be_right_are_usage_errors(option):
-    proc = run_pytest("bench/test_matmul.py", "--collect-only", *option)
+    proc = run_pytest_in_process("bench/test_matmul.py", "--collect-only", *option)
     assert proc.returncode == 4, proc.tail(2000)
     assert "Traceback" not in proc.stderr and option[0] in proc.stderr + proc.stdout

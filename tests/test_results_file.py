@@ -11,7 +11,7 @@ import pytest
 
 from suites.harness.results import write_atomically
 from tests.resultfiles import RUN_A
-from tests.runs import ROOT, bench_args, run_bench, run_python, run_reports, start_python
+from tests.runs import ROOT, bench_args, run_pytest_in_process, run_reports_in_process, start_pytest
 
 
 def _quick(*args: str) -> list[str]:
@@ -32,7 +32,7 @@ def test_a_run_killed_part_way_keeps_its_finished_cases_marked_incomplete(signum
     """Kill a real quick run once two cases are journaled; the file holds them, says so, and fails the gate."""
     out = tmp_path / "cut.json"
     journal = tmp_path / "cut.json.journal"
-    proc = start_python(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"))
+    proc = start_pytest(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"))
     deadline = time.monotonic() + 300
     while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # header + two cases on disk
@@ -46,7 +46,7 @@ def test_a_run_killed_part_way_keeps_its_finished_cases_marked_incomplete(signum
     assert all(len(b["stats"]["data"]) == b["stats"]["rounds"] > 0 for b in data["benchmarks"])
     assert not journal.exists()  # the final file holds everything the journal did
 
-    gate = run_reports("compare", str(RUN_A), str(out), "--fail-on-regression", "--allow-different-devices")
+    gate = run_reports_in_process("compare", str(RUN_A), str(out), "--fail-on-regression", "--allow-different-devices")
     assert gate.returncode == 1, gate.stdout + gate.stderr
     assert "gate failed: the candidate run is incomplete" in gate.stdout
     assert "Not measured (run incomplete)" in gate.stdout and "Removed" not in gate.stdout
@@ -57,7 +57,7 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
     """SIGKILL cannot be caught: what survives is the journal, one fsync'ed line per finished case."""
     out = tmp_path / "killed.json"
     journal = tmp_path / "killed.json.journal"
-    proc = start_python(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"), discard_output=True)
+    proc = start_pytest(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"), discard_output=True)
     deadline = time.monotonic() + 300
     while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -68,31 +68,30 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
              if '"benchmarks"' in line]
     assert len(cases) >= 2
 
-    table = run_reports("table", str(journal))
+    table = run_reports_in_process("table", str(journal))
     assert table.returncode == 0, table.stderr
     assert "matmul on" in table.stdout and "256x256x256" in table.stdout
-    gate = run_reports("compare", str(RUN_A), str(journal), "--fail-on-regression", "--allow-different-devices")
+    gate = run_reports_in_process("compare", str(RUN_A), str(journal), "--fail-on-regression",
+                                  "--allow-different-devices")
     assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
 
     # the journal's results are not overwritten
-    again = run_python(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
+    again = run_pytest_in_process(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
     assert again.returncode == 4 and "journal of another run" in again.stderr
 
 
 @pytest.mark.slow
 def test_a_run_of_only_unsupported_cases_still_writes_its_file(tmp_path):
     out = tmp_path / "tf32.json"
-    proc = run_bench("bench/test_matmul.py", "--bench-profile", "quick", "--bench-dtypes", "tf32", "-k", "square",
-                     json_path=out)
+    proc = run_pytest_in_process(*_quick("--bench-dtypes", "tf32", "-k", "square", f"--benchmark-json={out}"))
     assert proc.returncode == 0, proc.tail(2000)
-    data = proc.json
+    data = json.loads(out.read_text())
     assert data["benchmarks"] == [] and "incomplete" not in data
     assert {e["extra_info"]["status"] for e in data["not_measured"]} == {"unsupported"}
-    table = run_reports("table", str(out))
+    table = run_reports_in_process("table", str(out))
     assert table.returncode == 0 and "unsupported (3 cases)" in table.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("where", ["storage_is_a_file", "dot_benchmarks_is_a_file", "json_into_missing_folder",
                                    "json_onto_a_folder"])
 def test_an_unusable_output_location_stops_the_run_before_the_first_case(where, tmp_path):
@@ -106,7 +105,7 @@ def test_an_unusable_output_location_stops_the_run_before_the_first_case(where, 
     }[where]
     if where == "dot_benchmarks_is_a_file":
         (tmp_path / ".benchmarks").write_text("not a folder")
-    proc = run_python(*_quick("-k", "square and float32", *args), cwd=cwd, timeout=300)
+    proc = run_pytest_in_process(*_quick("-k", "square and float32", *args), cwd=cwd)
     assert proc.returncode == 4, proc.tail(2000)
     assert "passed" not in proc.stdout and "Traceback" not in proc.stderr
     assert "error" in proc.stderr.lower()

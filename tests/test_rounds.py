@@ -14,7 +14,7 @@ from suites.harness.rounds import ROUND_RULES, in_rounds, round_order
 from suites.harness.session import BenchSession
 from suites.ops import matmul
 from suites.training import numerics
-from tests.runs import run_bench, run_pytest
+from tests.runs import run_bench, run_pytest_in_process
 
 
 @pytest.mark.parametrize("rounds", [2, 3, 5])
@@ -55,8 +55,8 @@ def test_rounds_are_recorded_and_the_autosave_name_is_pytest_benchmarks_tag(tmp_
 
 
 def test_zero_rounds_is_a_usage_error():
-    proc = run_pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", "0",
-                      "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", "0",
+                                 "--collect-only")
     assert proc.returncode == 4 and "--bench-rounds 0: expected a number of rounds >= 1" in proc.stderr
 
 

@@ -30,7 +30,7 @@ from suites.observers.telemetry import (
     window_energy,
 )
 from suites.ops import matmul
-from tests.runs import run_bench, run_pytest
+from tests.runs import run_bench, run_pytest_in_process
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
@@ -262,7 +262,7 @@ def test_a_run_records_why_telemetry_is_absent(tmp_path):
 
 
 def test_negative_interval_is_a_usage_error():
-    proc = run_pytest("bench/test_matmul.py", "--telemetry-interval-ms", "-5", "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--telemetry-interval-ms", "-5", "--collect-only")
     assert proc.returncode == 4 and "--telemetry-interval-ms -5" in proc.stderr
 
 

@@ -13,7 +13,7 @@ from suites.core.runner import execute
 from suites.core.timing import StopRule
 from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
 from suites.ops import matmul
-from tests.runs import run_bench, run_reports
+from tests.runs import run_bench, run_reports_in_process
 
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
 
@@ -56,7 +56,7 @@ def test_summary_of_a_cpu_trace_says_it_has_no_gpu_events(traced_run):
         summary = bench["extra_info"]["trace_summary"]
         assert summary["devices"] == [] and "no GPU events" in summary["message"]
         assert len(summary["steps"]) == ACTIVE
-    proc = run_reports("trace", "--json", *(b["extra_info"]["trace"] for b in benchmarks))
+    proc = run_reports_in_process("trace", "--json", *(b["extra_info"]["trace"] for b in benchmarks))
     assert proc.returncode == 0, proc.stderr
     assert [f["message"] for f in json.loads(proc.stdout)["files"]] == \
         [b["extra_info"]["trace_summary"]["message"] for b in benchmarks]

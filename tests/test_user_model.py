@@ -12,7 +12,7 @@ from suites.training import advise
 from suites.training.recipe import split_batch
 from suites.training.user_model import ModelError, UserModel, enable_checkpointing, load
 from tests import user_models
-from tests.runs import run_bench, run_reports
+from tests.runs import run_bench, run_reports_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -189,7 +189,7 @@ def test_a_users_bench_file_runs_under_pytest_and_reports_read_it(tmp_path):
         "train_step/mlp/baseline/amp_bf16-eager", "train_step/mlp/precision/fp32"}
     assert all(b["group"] == "train_step" and b["stats"]["rounds"] > 0 for b in data["benchmarks"])
     assert [n["extra_info"]["status"] for n in data["not_measured"]] == ["unsupported"]
-    table = run_reports("table", str(out), timeout=120)
+    table = run_reports_in_process("table", str(out))
     assert table.returncode == 0 and "mlp" in table.stdout, table.stderr
 
 
