@@ -6,21 +6,12 @@ import pytest
 import torch
 
 from suites.core.timing import rel_iqr
-from tests.runs import run_bench, run_pytest_in_process, run_reports_in_process
+from tests.runs import run_pytest_in_process, run_reports_in_process
+
+slow = pytest.mark.slow  # reads the quick run of tests/conftest.py
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("run") / "quick.json"
-    proc = run_bench("bench/test_matmul.py", "--bench-profile", "quick", "--bench-dtypes",
-                     "float32,bfloat16,float16,tf32", "-k", "square", json_path=out)
-    assert proc.returncode == 0, proc.tail()
-    return {"path": out, "json": proc.json, "stdout": proc.stdout}
-
-
-pytestmark = pytest.mark.slow
-
-
+@slow
 def test_stats_are_the_measured_samples(quick_run):
     for bench in quick_run["json"]["benchmarks"]:
         data = bench["stats"]["data"]
@@ -31,18 +22,21 @@ def test_stats_are_the_measured_samples(quick_run):
         assert bench["extra_info"]["timer"] == bench["options"]["timer"] == "wall"
 
 
+@slow
 def test_every_dtype_in_every_align_class_with_throughput(quick_run):
     seen = {(b["params"]["dtype"], b["params"]["align"]) for b in quick_run["json"]["benchmarks"]
             if b["extra_info"]["tflops"] > 0 and b["group"] == "matmul"}
     assert seen == {(d, a) for d in ("float32", "bfloat16", "float16") for a in ("64", "8", "odd")}
 
 
+@slow
 def test_unsupported_cases_are_recorded_with_their_reason(quick_run):
     skipped = quick_run["json"]["not_measured"]
     assert {s["params"]["dtype"] for s in skipped} == {"tf32"}
     assert all(s["extra_info"]["status"] == "unsupported" and s["extra_info"]["reason"] for s in skipped)
 
 
+@slow
 def test_machine_info_names_the_device(quick_run):
     info = quick_run["json"]["machine_info"]
     assert info["bench_device"] == "cpu"
@@ -50,6 +44,7 @@ def test_machine_info_names_the_device(quick_run):
     assert info["cpu_info"]["torch_threads"] >= 1
 
 
+@slow
 def test_reports_table_reads_the_run(quick_run):
     proc = run_reports_in_process("table", str(quick_run["path"]), "--markdown")
     assert proc.returncode == 0, proc.stderr

@@ -30,7 +30,7 @@ from suites.observers.telemetry import (
     window_energy,
 )
 from suites.ops import matmul
-from tests.runs import run_bench, run_pytest_in_process
+from tests.runs import run_pytest_in_process
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
@@ -248,16 +248,13 @@ def test_a_failing_block_stops_the_sampler_and_records_nothing():
 
 
 @pytest.mark.slow
-def test_a_run_records_why_telemetry_is_absent(tmp_path):
-    out = tmp_path / "run.json"
-    proc = run_bench("bench/test_matmul.py", "-k", "square", "--bench-dtypes", "float32", json_path=out)
-    assert proc.returncode == 0, proc.tail()
-    run = proc.json
+def test_a_run_records_why_telemetry_is_absent(quick_run):
+    run = quick_run["json"]
     info = run["machine_info"]["telemetry"]
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path; a GPU run records telemetry")
     assert info["available"] is False and info["reason"]
-    assert proc.stdout.count("TelemetryUnavailable") == 1
+    assert quick_run["stdout"].count("TelemetryUnavailable") == 1
     assert all("telemetry" not in b["extra_info"] for b in run["benchmarks"])
 
 
