@@ -70,3 +70,9 @@ def test_no_import_cycles():
 
     for name in sorted(graph):
         visit(name, [])
+
+
+def test_tests_start_commands_only_through_the_runs_helper():
+    starting = sorted(p.name for p in (ROOT / "tests").glob("*.py") if p.name != "runs.py" and
+                      "subprocess" in imports_of(p))
+    assert not starting, f"{starting} import subprocess: start commands with tests/runs.py"
