@@ -1,6 +1,5 @@
 """End to end: pytest on bench/ writes device-time samples as pytest-benchmark stats, and reports reads them."""
 
-
 import numpy as np
 import pytest
 import torch
