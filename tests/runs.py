@@ -60,21 +60,33 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return os.environ | {"PYTHONPATH": str(ROOT)} | (extra or {})
 
 
-def run_python(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = TIMEOUT_S,
-               json_path: Path | None = None) -> Run:
-    """`python ARGS` in a fresh interpreter, as a user runs it; env adds to this process's environment."""
-    command = [sys.executable, *args]
+def run_command(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = TIMEOUT_S,
+                json_path: Path | None = None) -> Run:
+    """Any program run to its end; env adds to this process's environment."""
     proc = subprocess.run(command, cwd=cwd, env=environment(env), capture_output=True, text=True, timeout=timeout)
     return Run(command, proc.returncode, proc.stdout, proc.stderr, json_path)
 
 
-def start_python(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
-                 discard_output: bool = False) -> subprocess.Popen:
-    """`python ARGS` started and left running, for a test that reads its output as it comes (stderr joined to
-    stdout) or signals it."""
-    stdout = subprocess.DEVNULL if discard_output else subprocess.PIPE
-    return subprocess.Popen([sys.executable, *args], cwd=cwd, env=environment(env), stdout=stdout,
-                            stderr=subprocess.STDOUT, text=True)
+def run_python(*args: str, **kwargs) -> Run:
+    """`python ARGS` in a fresh interpreter, as a user runs it."""
+    return run_command([sys.executable, *args], **kwargs)
+
+
+OUTPUTS = {"joined": (subprocess.PIPE, subprocess.STDOUT), "stdout": (subprocess.PIPE, None),
+           "discard": (subprocess.DEVNULL, subprocess.DEVNULL)}
+
+
+def start(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None, output: str = "joined",
+          **popen_kwargs) -> subprocess.Popen:
+    """Any program started and left running, for a test that reads its output as it comes or signals it. output:
+    `joined` (stderr into the stdout pipe), `stdout` (stderr left to this process's) or `discard`."""
+    stdout, stderr = OUTPUTS[output]
+    return subprocess.Popen(command, cwd=cwd, env=environment(env), stdout=stdout, stderr=stderr, text=True,
+                            **popen_kwargs)
+
+
+def start_python(*args: str, **kwargs) -> subprocess.Popen:
+    return start([sys.executable, *args], **kwargs)
 
 
 def start_pytest(*args: str, **kwargs) -> subprocess.Popen:

@@ -112,7 +112,7 @@ def _gone(pid: int, within_s: float) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's prctl")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_a_child_never_outlives_its_parent(sig):
-    parent = start_python("-c", PARENT)
+    parent = start_python("-c", PARENT, output="stdout")
     child = int(parent.stdout.readline())
     time.sleep(0.3)  # the handlers are installed right after the pid is printed
     parent.send_signal(sig)

@@ -9,7 +9,6 @@ from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.ops import conv
 from suites.ops.passes import run_pass, worst_error
-from tests.runs import run_pytest_in_process
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 ALL_CASES = conv.cases("quick") + conv.cases("full")
@@ -125,25 +124,6 @@ def test_cudnn_autotune_is_on_inside_and_restored_after():
     with conv.cudnn_autotune():
         assert torch.backends.cudnn.benchmark is True
     assert torch.backends.cudnn.benchmark == saved
-
-
-def test_gpu_check_speedups_of_channels_last_and_bfloat16():
-    from suites.checks import conv as conv_check
-
-    medians = {("s", "bfloat16", "contiguous"): 4e-3, ("s", "bfloat16", "channels_last"): 2e-3,
-               ("s", "float32", "contiguous"): 1e-2}
-    assert conv_check.speedups(medians, "s") == "bf16 channels_last 2.00x NCHW (2 vs 4 ms); 5.00x float32 NCHW"
-    assert conv_check.speedups({}, "s") == "cases missing"
-
-
-def test_gpu_check_selection_picks_the_3x3_layers_at_56():
-    from suites.checks.gpu_check import STEPS
-
-    args = next(s for s in STEPS if s.name == "conv").plans["cuda"].pytest_args
-    proc = run_pytest_in_process(*args, "--collect-only", "--device", "cpu", "--bench-profile", "full")
-    ids = [line.split("[")[1] for line in proc.stdout.splitlines() if "::test_conv[" in line]
-    assert len(ids) == 5 * 2 * 2, proc.stdout[-2000:]  # layers x dtypes x formats
-    assert {i.split("/")[1] for i in ids} == {f"32x{c}x56x56-{c}k3s1" for c in (64, 256, 63, 65, 72)}
 
 
 @pytest.mark.gpu

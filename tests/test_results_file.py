@@ -11,7 +11,7 @@ import pytest
 
 from suites.harness.results import write_atomically
 from tests.resultfiles import RUN_A
-from tests.runs import ROOT, bench_args, run_pytest_in_process, run_reports_in_process, start_pytest
+from tests.runs import ROOT, bench_args, run_pytest, run_pytest_in_process, run_reports_in_process, start_pytest
 
 
 def _quick(*args: str) -> list[str]:
@@ -57,7 +57,7 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
     """SIGKILL cannot be caught: what survives is the journal, one fsync'ed line per finished case."""
     out = tmp_path / "killed.json"
     journal = tmp_path / "killed.json.journal"
-    proc = start_pytest(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"), discard_output=True)
+    proc = start_pytest(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"), output="discard")
     deadline = time.monotonic() + 300
     while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -75,9 +75,10 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
                                   "--allow-different-devices")
     assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
 
-    # the journal's results are not overwritten
-    again = run_pytest_in_process(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
-    assert again.returncode == 4 and "journal of another run" in again.stderr
+    # the journal's results are moved aside, kept; this run measures, so it has its own process
+    again = run_pytest(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
+    assert again.returncode == 0 and f"note: {journal} held the cases of an earlier run" in again.stdout
+    assert _journal_lines(next(tmp_path.glob("killed.unfinished-*.json.journal"))) == len(cases) + 1
 
 
 @pytest.mark.slow
