@@ -56,14 +56,18 @@ class Run:
         return self.stdout[-chars:] + self.stderr[-chars:]
 
 
-def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return os.environ | {"PYTHONPATH": str(ROOT)} | (extra or {})
+def environment(extra: dict[str, str] | None = None, inherit: bool = True) -> dict[str, str]:
+    """This process's environment with the repository on PYTHONPATH, and extra; only extra when not inherit (a run
+    that must see nothing of this repository but what is installed)."""
+    base = os.environ | {"PYTHONPATH": str(ROOT)} if inherit else {}
+    return base | (extra or {})
 
 
-def run_command(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = TIMEOUT_S,
-                json_path: Path | None = None) -> Run:
-    """Any program run to its end; env adds to this process's environment."""
-    proc = subprocess.run(command, cwd=cwd, env=environment(env), capture_output=True, text=True, timeout=timeout)
+def run_command(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None, inherit_env: bool = True,
+                timeout: float = TIMEOUT_S, json_path: Path | None = None) -> Run:
+    """Any program run to its end; env adds to this process's environment (or is the whole of it, see environment)."""
+    proc = subprocess.run(command, cwd=cwd, env=environment(env, inherit_env), capture_output=True, text=True,
+                          timeout=timeout)
     return Run(command, proc.returncode, proc.stdout, proc.stderr, json_path)
 
 
@@ -96,7 +100,7 @@ def start_pytest(*args: str, **kwargs) -> subprocess.Popen:
 def bench_args(path: str, *args: str, json_path: Path | None = None) -> list[str]:
     """pytest's arguments for a benchmark run of a bench file on this CPU, writing json_path when given."""
     out = [f"--benchmark-json={json_path}"] if json_path is not None else []
-    return [path, "--benchmark-only", "--device", "cpu", *args, *out]
+    return [path, "--benchmark-only", "--bench-device", "cpu", *args, *out]
 
 
 def run_pytest(*args: str, **kwargs) -> Run:
@@ -105,7 +109,7 @@ def run_pytest(*args: str, **kwargs) -> Run:
 
 
 def run_bench(path: str, *args: str, json_path: Path | None = None, **kwargs) -> Run:
-    """A benchmark run of one bench file on this CPU (`--benchmark-only --device cpu`)."""
+    """A benchmark run of one bench file on this CPU (`--benchmark-only --bench-device cpu`)."""
     return run_pytest(*bench_args(path, *args, json_path=json_path), json_path=json_path, **kwargs)
 
 
@@ -119,7 +123,8 @@ def run_torchrun(*args: str, env: dict[str, str] | None = None, timeout: float =
     """pytest under `torchrun --standalone --nproc-per-node 2` on this CPU (gloo), writing json_path when given."""
     out = [f"--benchmark-json={json_path}"] if json_path is not None else []
     return run_python("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "pytest",
-                      *PYTEST_OPTIONS, "--device", "cpu", *args, *out, env=env, timeout=timeout, json_path=json_path)
+                      *PYTEST_OPTIONS, "--bench-device", "cpu", *args, *out, env=env, timeout=timeout,
+                      json_path=json_path)
 
 
 def exit_status(exc: SystemExit) -> int:

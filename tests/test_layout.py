@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.runs import run_python
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Which packages of suites/ each package may import (itself always).
@@ -85,3 +87,13 @@ def starts_processes(path: Path) -> bool:
 def test_tests_start_commands_only_through_the_runs_helper():
     starting = sorted(p.name for p in (ROOT / "tests").glob("*.py") if p.name != "runs.py" and starts_processes(p))
     assert not starting, f"{starting} start processes themselves: start commands with tests/runs.py"
+
+
+def test_the_plugin_and_its_options_import_nothing_heavy():
+    """The plugin is registered in every pytest run of an environment that installs the project, so importing it
+    (and declaring its options) must not import torch or the numeric stack (suites/harness/__init__.py)."""
+    code = ("import sys, suites.harness.pytest_plugin, suites.harness.options; "
+            "print(sorted({'torch', 'numpy', 'pandas', 'scipy', 'pytest_benchmark'} & set(sys.modules)))")
+    proc = run_python("-c", code, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

@@ -181,8 +181,8 @@ def test_levers(case, run_case):
 def test_a_users_bench_file_runs_under_pytest_and_reports_read_it(tmp_path):
     (tmp_path / "bench_mine.py").write_text(BENCH)
     out = tmp_path / "run.json"
-    proc = run_bench("bench_mine.py", "-p", "suites.harness.pytest_plugin", "-k", "baseline or fp32 or channels_last",
-                     json_path=out, cwd=tmp_path)
+    # no -p: the plugin comes from the installed entry point
+    proc = run_bench("bench_mine.py", "-k", "baseline or fp32 or channels_last", json_path=out, cwd=tmp_path)
     assert proc.returncode == 0, proc.tail()
     data = proc.json
     assert {b["extra_info"]["case"] for b in data["benchmarks"]} == {

@@ -33,7 +33,6 @@ from suites.core.timing import StopRule
 QUICK_ROUND = StopRule(min_samples=5, min_time_s=0.02, target_rel_iqr=0.05, timeout_s=0.7, warmup_s=0.01)
 FULL_ROUND = StopRule(min_samples=10, min_time_s=0.2, target_rel_iqr=0.02, timeout_s=5.0, warmup_s=0.05)
 ROUND_RULES = {"quick": QUICK_ROUND, "full": FULL_ROUND}
-NIGHTLY_ROUNDS = 3
 
 
 def parse_rounds(value: int) -> int:
