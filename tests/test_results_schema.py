@@ -12,8 +12,6 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from suites.core import timing
 from suites.harness.journal import Journal
 from suites.harness.results import dumps
 from tests.resultfiles import DATA, RUN_A, read
+from tests.runs import run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "results.md"
@@ -67,8 +66,8 @@ def node_parses(paths: list[Path]) -> list[str]:
               "  const docs = lines ? text.split('\\n').filter(l => l) : [text];"
               "  for (const d of docs) { try { JSON.parse(d) } catch (e) { bad.push(f + ': ' + e.message) } } }"
               "console.log(JSON.stringify(bad));")
-    proc = subprocess.run([NODE, "-e", script, *map(str, paths)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = run_command([NODE, "-e", script, *map(str, paths)], timeout=120)
+    assert proc.returncode == 0, proc.tail()
     return json.loads(proc.stdout)
 
 
@@ -272,20 +271,15 @@ def test_compare_json_follows_its_schema_and_is_strict(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_fresh_quick_run_is_strict_json_follows_the_schema_and_names_only_documented_fields(tmp_path):
-    out = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "bench/test_matmul.py",
-                           "--benchmark-only", "--device", "cpu", "--bench-profile", "quick", "--bench-dtypes",
-                           "float32,tf32", "-k", "square and 256x256x256", f"--benchmark-json={out}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    document = strict(out.read_text())
+def test_a_fresh_quick_run_is_strict_json_follows_the_schema_and_names_only_documented_fields(quick_run):
+    """The shared quick run of tests/conftest.py (matmul `square` cases, tf32 unsupported here)."""
+    document = strict(quick_run["path"].read_text())
     assert document["schema_version"] == 1 and document["benchmarks"] and document["not_measured"]
     assert errors(document) == []
     fields = {k for part in ("benchmarks", "not_measured") for e in document[part] for k in e["extra_info"]}
     assert fields <= documented(), sorted(fields - documented())
     if NODE:
-        assert node_parses([out]) == []
+        assert node_parses([quick_run["path"]]) == []
 
 
 @needs_node
