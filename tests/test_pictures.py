@@ -77,6 +77,16 @@ def test_roofline_places_the_cases_with_both_models(tmp_path):
     assert written[0].read_bytes().startswith(PNG)
 
 
+def test_a_roofline_without_peaks_names_no_roof_and_keeps_its_title_lines():
+    """Seen in the HTML page: a legend entry for a roof that is not drawn, and the title's lines run together."""
+    frame = load([RUN_1THREAD])
+    rows = roofline.points(frame)
+    device = rows["device"].iloc[0]
+    fig = roofline.draw(rows, device, peaks.peaks(frame), 0)
+    assert not any("roof" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert fig._suptitle.get_text().split("\n")[:2] == [f"roofline on {device}", "no bandwidth peak recorded: no roofs"]
+
+
 def test_lever_picture_needs_two_systems(tmp_path):
     rows, _ = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
     assert lever_plot.plot(rows, tmp_path).read_bytes().startswith(PNG)

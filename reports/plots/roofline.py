@@ -92,7 +92,8 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame, unplaced: int) ->
                 for d in dtypes]
     bandwidths = ", ".join(f"{kind} {v['bandwidth'] / 1e9:.4g} GB/s" for kind, v in roofs.items()
                            if v.get("bandwidth"))
-    handles += [Line2D([], [], color="k", linestyle="-", label="achievable roof (searched here)")]
+    if roofs["achievable"]:
+        handles += [Line2D([], [], color="k", linestyle="-", label="achievable roof (searched here)")]
     if roofs["datasheet"]:
         handles += [Line2D([], [], color="k", linestyle="--", label="datasheet roof")]
     ax.legend(handles=handles, fontsize=8, loc="upper left", framealpha=0.9)  # above the bandwidth roof: empty

@@ -45,5 +45,5 @@ def title(what: str, rows: pd.DataFrame) -> str:
     else:
         run = f"{len(files)} runs" if files else ""
     cut = rows["incomplete_reason"].dropna().unique() if "incomplete_reason" in rows else []
-    lines = [what, run, f"INCOMPLETE run: {cut[0]}" if len(cut) else ""]
+    lines = [*what.split("\n"), run, f"INCOMPLETE run: {cut[0]}" if len(cut) else ""]  # each line wrapped alone
     return text("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in lines if line))
