@@ -186,7 +186,7 @@ def test_obtain_serves_the_dtypes_the_cache_holds_without_searching(tmp_path):
 
 
 def _result(case: Case, status: str = "ok") -> CaseResult:
-    return CaseResult(case, status, measurement=Measurement([1.0], "wall", 1, True, 0.0, 2, False))
+    return CaseResult(case, status, measurement=Measurement([1.0], "wall", 1, "target", StopRule(), 2))
 
 
 def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from suites.core.cases import Unsupported
-from suites.core.timing import QUICK, measure
+from suites.core.profiles import rules
+from suites.core.timing import measure
 from suites.distributed import collectives
 from suites.distributed import train_step as dist_train_step
-from suites.harness import distributed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,15 +37,28 @@ def test_unknown_collective_is_an_error():
         collectives.bus_factor("gather", 2)
 
 
+class Barriers:
+    """Counts the barriers; a CPU case has no hold to agree on."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def before_sample(self) -> None:
+        self.log.append(1)
+
+    def agree(self, seconds: float) -> float:
+        raise AssertionError("a CPU case has no stream hold")
+
+
 @pytest.mark.parametrize("work", [lambda: None, lambda: torch.randn(300, 300) @ torch.randn(300, 300)],
                          ids=["instant", "matmul"])
 def test_lockstep_rule_takes_the_same_number_of_calls_whatever_the_timing(work):
     """Collectives inside the workload must be called as often on every rank: 2 warm-up calls, 1 call per
     sample, exactly `samples` samples, however fast or noisy the calls are."""
     calls, barriers = [], []
-    m = measure(lambda: calls.append(work()), torch.device("cpu"), distributed.lockstep_rule(QUICK, 7),
-                before_sample=lambda: barriers.append(1))
-    assert (len(m.samples_s), m.calls_per_sample, m.warmup_calls) == (7, 1, 2)
+    m = measure(lambda: calls.append(work()), torch.device("cpu"), rules("quick").stop.counted(7),
+                ranks=Barriers(barriers))
+    assert (len(m.samples_s), m.calls_per_sample, m.warmup_calls, m.stop_reason) == (7, 1, 2, "count")
     assert (len(calls), len(barriers)) == (9, 7)
 
 
@@ -105,7 +118,7 @@ def test_the_figure_is_the_slowest_ranks(collectives_run):
     bandwidths follow from that median and the message size."""
     for b in collectives_run["json"]["benchmarks"]:
         info, median = b["extra_info"], b["stats"]["median"]
-        assert len(b["stats"]["data"]) == distributed.SAMPLES["quick"]
+        assert len(b["stats"]["data"]) == rules("quick").lockstep_samples and info["stop_reason"] == "count"
         assert median >= max(info["rank_median_s"]) * (1 - 1e-9)
         algbw = info["message_bytes"] / median / 1e9
         assert info["algbw_gbps"] == pytest.approx(algbw)

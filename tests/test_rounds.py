@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from suites.core.timing import RULES
-from suites.harness.rounds import ROUND_RULES, in_rounds, round_order
+from suites.core.profiles import RULES, Profile
+from suites.core.timing import rel_iqr
+from suites.harness.rounds import MAX_ROUNDS, in_rounds, round_order
 from suites.harness.session import BenchSession
 from suites.ops import matmul
 from suites.training import numerics
@@ -34,9 +35,8 @@ def test_every_round_is_a_permutation_and_positions_vary(rounds, count):
 
 
 def test_a_round_is_shorter_than_the_profiles_measurement():
-    for profile, rule in RULES.items():
-        per_round = ROUND_RULES[profile]
-        assert per_round.min_time_s < rule.min_time_s and per_round.timeout_s < rule.timeout_s
+    for rules in RULES.values():
+        assert rules.round.min_time_s < rules.stop.min_time_s and rules.round.timeout_s < rules.stop.timeout_s
 
 
 def _pytest(*args: str) -> subprocess.CompletedProcess:
@@ -57,22 +57,30 @@ def test_rounds_are_recorded_and_the_autosave_name_is_pytest_benchmarks_tag(tmp_
     (bench,) = data["benchmarks"]
     info = bench["extra_info"]
     assert info["bench_rounds"] == 2 and len(info["round_medians_s"]) == 2 and info["rounds_converged"] <= 2
-    # the JSON's stats are pytest's round, the last one
-    assert info["round_medians_s"][-1] == pytest.approx(float(np.median(bench["stats"]["data"])))
+    # the JSON's stats are every round's samples, in the order the rounds ran: the headline is all rounds'
+    samples = bench["stats"]["data"]
+    assert len(samples) == sum(info["round_samples"])
+    split = np.split(np.array(samples), np.cumsum(info["round_samples"])[:-1])
+    assert [float(np.median(part)) for part in split] == pytest.approx(info["round_medians_s"], rel=1e-12)
+    assert info["device_s"] == pytest.approx(bench["stats"]["median"]) == pytest.approx(float(np.median(samples)))
+    assert info["rel_iqr"] == pytest.approx(rel_iqr(samples))
     assert data["machine_info"]["identity"]["machine"].endswith(
         f"({data['machine_info']['cpu_info']['torch_threads']} thread"
         f"{'s' if data['machine_info']['cpu_info']['torch_threads'] != 1 else ''})")
 
 
-def test_zero_rounds_is_a_usage_error():
-    proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", "0",
+@pytest.mark.parametrize("rounds", ["0", "1000"])
+def test_a_number_of_rounds_out_of_range_is_a_usage_error(rounds):
+    proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", rounds,
                    "--collect-only")
-    assert proc.returncode == 4 and "--bench-rounds 0: expected a number of rounds >= 1" in proc.stderr
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"--bench-rounds {rounds}: expected 1 to {MAX_ROUNDS} rounds" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_speed_cases_are_measured_in_rounds_and_correctness_experiments_once():
     session = BenchSession(torch.device("cpu"), "quick", None, rounds=3)
     (gemm, *_), (experiment, *_) = matmul.cases("quick"), numerics.cases("quick")
-    assert in_rounds(gemm) and session.rule(gemm) == ROUND_RULES["quick"]
-    assert not in_rounds(experiment) and session.rule(experiment) == RULES["quick"]
-    assert BenchSession(torch.device("cpu"), "full", None).rule(gemm) == RULES["full"]
+    assert in_rounds(gemm) and session.rule(gemm) == RULES[Profile.QUICK].round
+    assert not in_rounds(experiment) and session.rule(experiment) == RULES[Profile.QUICK].stop
+    assert BenchSession(torch.device("cpu"), "full", None).rule(gemm) == RULES[Profile.FULL].stop

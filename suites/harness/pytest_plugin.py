@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.core import achievable
+from suites.core import achievable, profiles
 from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.runner import CaseResult, Extension
@@ -33,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bench", "GPU efficiency-lever benchmarks")
     group.addoption("--device", dest="bench_device", default="auto",
                     help="auto (CUDA when available), cpu, cuda or cuda:N")
-    group.addoption("--bench-profile", dest="bench_profile", default="quick", choices=sessions.PROFILES,
+    group.addoption("--bench-profile", dest="bench_profile", default="quick", choices=profiles.NAMES,
                     help="quick: minutes on a 2-core CPU; full: the real sweep for a GPU")
     group.addoption("--bench-dtypes", dest="bench_dtypes", default=None,
                     help="comma-separated dtypes to keep, e.g. bfloat16,float16")
