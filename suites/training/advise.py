@@ -31,9 +31,8 @@ from tabulate import tabulate
 
 from reports import load as results
 from reports.errors import InputError
-from suites.core import children
+from suites.core import children, profiles
 from suites.core import device as devices
-from suites.core import profiles
 from suites.core.units import parse_bytes
 from suites.training.train_step import Levers
 from suites.training.user_model import ModelError, UserModel, load
