@@ -188,7 +188,7 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
             built_at = time.perf_counter()
             workload = case.build(device)
             if case.kind == "check":
-                result = _checked_once(case, workload, device, time.perf_counter() - built_at)
+                result = _checked_once(case, workload, device, time.perf_counter() - built_at, rule)
             else:
                 result = _measure_and_check(case, workload, device, rule, peaks, extensions, lockstep,
                                             earlier_rounds)
@@ -211,9 +211,10 @@ class DevicePeaks:
     gbps: float | None = None
 
 
-def _checked_once(case: Case, workload: Workload, device: torch.device, build_s: float) -> CaseResult:
+def _checked_once(case: Case, workload: Workload, device: torch.device, build_s: float,
+                  rule: StopRule) -> CaseResult:
     """A correctness experiment: it ran once, in its build; its wall time is recorded as such, never as a speed."""
-    m = Measurement([build_s], "wall", 1, "once", StopRule(), device_type=device.type)
+    m = Measurement([build_s], "wall", 1, "once", rule, device_type=device.type)
     info = _base_info(case, device) | workload.extra_info | _measurement_info(case, m)
     status, reason = check(case, workload, info)
     return CaseResult(case, status, reason, m, info)

@@ -29,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import DTYPES, TOLERANCE
+from suites.core.profiles import Profile
 from suites.ops.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
 
 SUITE = "attention"
@@ -212,7 +213,7 @@ def cases(profile: str) -> list[Case]:
     """quick: the memory sweep at a fixed batch (bfloat16, 128 to 512 tokens, what a 2-core CPU runs in seconds)
     and every implementation and dtype once at a small shape, causal, forward and backward; full: the constant-token
     sweep and the memory sweep at batch 1 up to 16k tokens. A case in both sweeps is listed once."""
-    if profile == "quick":
+    if profile == Profile.QUICK:
         found = fixed_batch(4, 8, 64, (128, 256, 512)) + every_path(Point(Shape(1, 2, 128, 128), True, "fwd_bwd"))
     else:
         found = constant_tokens(16384, 2048, SEQS) + fixed_batch(1, 16, 128, SEQS)

@@ -16,6 +16,7 @@ import torch
 from suites.core import gemm
 from suites.core.cases import Case, Workload, align_class
 from suites.core.precision import DTYPES, TOLERANCE, relative_error
+from suites.core.profiles import Profile
 
 SUITE = "matmul"
 
@@ -47,9 +48,9 @@ def _model_layers(tokens: int) -> list[Shape]:
 
 # quick: a 2-core CPU runs every dtype in seconds (CPU float16 matmul runs at a few GFLOP/s);
 # full: sizes that fill a large GPU.
-SHAPES: dict[str, list[Shape]] = {
-    "quick": _cubes(256) + _model_layers(8),
-    "full": _cubes(4096) + _model_layers(4096) + [Shape("gpt2-lm-head", 8192, 50304, 768)],
+SHAPES: dict[Profile, list[Shape]] = {
+    Profile.QUICK: _cubes(256) + _model_layers(8),
+    Profile.FULL: _cubes(4096) + _model_layers(4096) + [Shape("gpt2-lm-head", 8192, 50304, 768)],
 }
 
 
