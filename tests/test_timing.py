@@ -111,11 +111,13 @@ def test_a_count_takes_exactly_that_many_samples_and_is_judged_on_the_target():
 
 def test_rounds_pool_into_one_measurement_judged_on_all_their_samples():
     rule = rules("quick").round
-    fast = Measurement([1.0, 1.01, 0.99] * 3, "wall", 1, "target", rule)
-    slow = Measurement([1.3, 1.31, 1.29] * 3, "wall", 1, "target", rule)
-    pooled = pool_rounds([fast, fast, slow])
-    assert pooled.samples_s == fast.samples_s * 2 + slow.samples_s and pooled.rounds == [fast, fast, slow]
-    assert pooled.median_s == pytest.approx(1.01)  # the median of all 27 samples, not the last round's 1.3
+    fast = Measurement([1.0, 1.01, 0.99] * 3, "wall", 1, "target", rule, enqueues_s=[0.98] * 9)
+    slow = Measurement([1.3, 1.31, 1.29] * 3, "wall", 1, "target", rule, enqueues_s=[1.28] * 9)
+    pooled = pool_rounds([fast, slow, slow])
+    assert pooled.samples_s == fast.samples_s + slow.samples_s * 2 and pooled.rounds == [fast, slow, slow]
+    assert pooled.median_s == pytest.approx(1.29)  # the median of all 27 samples, not the last round's 1.3
+    # each sample's enqueue is within its own time: pooled alike, the host of a CPU is never behind itself
+    assert pooled.enqueue_s == 1.28 and pooled.host_bound is False
     assert fast.converged and slow.converged and not pooled.converged  # rounds 30 % apart: no measurement
     assert pool_rounds([fast, fast]).converged
 

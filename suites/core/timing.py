@@ -131,7 +131,7 @@ class Measurement:
     warmup_calls: int = 0
     l2_flush: bool = False
     device_type: str = "cpu"
-    enqueue_s: float | None = None  # median host time to enqueue one call
+    enqueues_s: list[float] = field(default_factory=list)  # per sample: host time to enqueue one call
     hold_s: float | None = None  # CUDA ops: how long the stream was held before each sample's start event
     dropped_samples: int = 0  # CUDA ops: samples whose hold ran out before the host had enqueued them
     notes: list[str] = field(default_factory=list)
@@ -141,6 +141,11 @@ class Measurement:
     @property
     def median_s(self) -> float:
         return float(np.median(self.samples_s))
+
+    @property
+    def enqueue_s(self) -> float | None:
+        """The median host time to enqueue one call (None when no sample recorded it)."""
+        return float(np.median(self.enqueues_s)) if self.enqueues_s else None
 
     @property
     def rel_iqr(self) -> float:
@@ -157,18 +162,16 @@ class Measurement:
         On a GPU only device time compares with enqueue time: a wall-clock sample there holds both (None)."""
         if self.enqueue_s is None or (self.device_type == "cuda" and self.timer == "wall"):
             return None
-        return self.enqueue_s > self.median_s
+        return self.device_type == "cuda" and self.enqueue_s > self.median_s
 
 
 def pool_rounds(rounds: Sequence[Measurement]) -> Measurement:
     """One measurement of a case from every round's samples (in the order they ran), as its headline figure:
     the spread and `converged` are those of all of them, `stop_reason` and the timer those of the last round."""
-    last = rounds[-1]
-    enqueues = [m.enqueue_s for m in rounds if m.enqueue_s is not None]
     loads = [m.contention for m in rounds if m.contention is not None]
     return dataclasses.replace(
-        last, samples_s=[s for m in rounds for s in m.samples_s], rounds=list(rounds),
-        enqueue_s=float(np.median(enqueues)) if enqueues else None,
+        rounds[-1], samples_s=[s for m in rounds for s in m.samples_s], rounds=list(rounds),
+        enqueues_s=[e for m in rounds for e in m.enqueues_s],
         dropped_samples=sum(m.dropped_samples for m in rounds),
         notes=list(dict.fromkeys(note for m in rounds for note in m.notes)),
         contention=host_load.pooled(loads) if loads else None)
@@ -483,7 +486,7 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     if held is not None:
         notes += held.notes
     m = Measurement(sampled.samples, timer, reps, sampled.reason, rule, warm.calls, held is not None and cold,
-                    device.type, enqueue_s=float(np.median(sampled.enqueues)) if sampled.enqueues else None,
+                    device.type, enqueues_s=sampled.enqueues,
                     hold_s=held.hold_s if held else None, dropped_samples=dropped, notes=notes,
                     contention=probe.finish(torch.get_num_threads()))
     if m.stop_reason == "plateau" and not m.converged:
