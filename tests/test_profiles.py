@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from suites.core.profiles import NAMES, RULES, Profile, rules, search_plan
+from suites.core.profiles import NAMES, RULES, Profile, rules, search_plan, searches_serving
 from suites.distributed import collectives
 from suites.distributed import train_step as dist_train_step
 from suites.ops import conv, matmul
@@ -40,6 +40,7 @@ def test_every_profile_has_every_rule():
     assert full.stop.target_rel_iqr < quick.stop.target_rel_iqr and full.stop.timeout_s > quick.stop.timeout_s
     assert full.lockstep_samples > quick.lockstep_samples
     assert search_plan("cuda", "full").gemm_budget_s > search_plan("cuda", "quick").gemm_budget_s
+    assert searches_serving("full") == (Profile.FULL,) and searches_serving("quick") == (Profile.FULL, Profile.QUICK)
 
 
 def test_an_unknown_profile_is_refused():

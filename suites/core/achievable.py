@@ -38,7 +38,7 @@ from suites.core import device as devices
 from suites.core import gemm
 from suites.core.cases import Case, Unsupported
 from suites.core.precision import DTYPES, float32_mode
-from suites.core.profiles import MiB, SearchPlan, search_plan
+from suites.core.profiles import MiB, SearchPlan, search_plan, searches_serving
 from suites.core.timing import StopRule, measure
 
 FORMAT = 1  # version of the cache file's layout; a file of another version is searched again
@@ -254,7 +254,7 @@ def cache_path(directory: Path, ident: dict, profile: str) -> Path:
 
 def load(directory: Path, ident: dict, profile: str) -> Peaks | None:
     """The cached peaks of this machine: a full search serves both profiles, a quick one only quick runs."""
-    for wanted in ("full",) if profile == "full" else ("full", "quick"):
+    for wanted in searches_serving(profile):
         path = cache_path(directory, ident, wanted)
         try:
             data = json.loads(path.read_text())

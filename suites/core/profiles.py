@@ -109,3 +109,9 @@ def rules(profile: str) -> Rules:
 def search_plan(device_type: str, profile: str) -> SearchPlan:
     """The achievable search's plan for a device type under a profile."""
     return rules(profile).search[device_type]
+
+
+def searches_serving(profile: str) -> tuple[Profile, ...]:
+    """The profiles whose saved achievable search a run of `profile` may load, best first: a full search (wider,
+    longer) serves both profiles, a quick one only quick runs."""
+    return (Profile.FULL,) if Profile(profile) is Profile.FULL else (Profile.FULL, Profile.QUICK)
