@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import os
 import signal
 import subprocess
 import sys
@@ -40,15 +41,25 @@ def start(cmd: list[str], **popen_kwargs) -> subprocess.Popen:
     return subprocess.Popen(cmd, preexec_fn=preexec, **popen_kwargs)
 
 
+def _send(proc: subprocess.Popen, signum: int) -> None:
+    """The signal to the child's whole process group when it leads one (started with start_new_session=True:
+    pytest's compile and DataLoader workers go with it), else to the child alone."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+
+
 def stop(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
     """SIGTERM, then SIGKILL after `grace_s` if the child is still there."""
     if proc.poll() is not None:
         return
-    proc.terminate()
+    _send(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _send(proc, signal.SIGKILL)
         proc.wait()
 
 
