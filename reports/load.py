@@ -73,8 +73,9 @@ def read_json(path: Path) -> dict:
 def read_journal(path: Path) -> dict:
     """A journal as the results file its run did not get to write, marked incomplete.
 
-    The header line holds the run's machine and commit; each other line one case. A line cut short by the kill
-    is left out with a warning.
+    The header line holds the run's machine and commit; each other line one case. A case measured in rounds has
+    a line after each round and its last line is its entry (a later line of the same `fullname` supersedes an
+    earlier one). A line cut short by the kill is left out with a warning.
     """
     lines = validate.decode(path, validate.read_bytes(path)).splitlines()
     if not lines:
@@ -85,6 +86,7 @@ def read_journal(path: Path) -> dict:
     data = {key: header.get(key) for key in ("machine_info", "commit_info", "datetime", "version")}
     data.update(benchmarks=[], not_measured=[], incomplete=True,
                 incomplete_reason="the run ended without writing its results; read from its journal")
+    latest: dict[object, tuple[str, object]] = {}  # by fullname (or line number when it has none): last wins
     for number, line in enumerate(lines[1:], start=2):
         try:
             record = validate.parse_json(path, line)
@@ -93,7 +95,10 @@ def read_journal(path: Path) -> dict:
             continue
         for key in ("benchmarks", "not_measured"):
             if isinstance(record, dict) and key in record:
-                data[key].append(record[key])
+                name = record[key].get("fullname") if isinstance(record[key], dict) else None
+                latest[name if isinstance(name, str) else number] = (key, record[key])
+    for key, entry in latest.values():
+        data[key].append(entry)
     return data
 
 

@@ -113,7 +113,22 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     report = reporter.write_line if reporter is not None else print
     cases = bench_rounds.bench_cases(session.items)
-    s.round_log = bench_rounds.measure_rounds(cases, s.rounds, lambda case: sessions.measure_once(s, case), report)
+    s.round_log = bench_rounds.measure_rounds(cases, s.rounds, lambda case: sessions.measure_once(s, case), report,
+                                              journal_rounds(session, s))
+
+
+def journal_rounds(session: pytest.Session, s: sessions.BenchSession) -> Callable[[list[CaseResult]], None] | None:
+    """What hands each earlier round of a case to the results writer (None when no writer took the outputs)."""
+    writer = results.writer_of(session.config)
+    if writer is None:
+        return None
+    items = {item.callspec.params["case"].id: item for item in session.items
+             if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
+
+    def journal(done: list[CaseResult]) -> None:
+        item = items[done[-1].case.id]
+        writer.journal_round(item, *sessions.rounds_entry(s, item, done), rounds_done=len(done))
+    return journal
 
 
 def bench_session(config: pytest.Config) -> sessions.BenchSession:

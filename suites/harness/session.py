@@ -10,11 +10,13 @@ pytest-benchmark cannot silently break this.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from pytest_benchmark.stats import Metadata
 
 from suites.core import achievable
 from suites.core import device as devices
@@ -159,6 +161,25 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
     """A JSON entry shaped like pytest-benchmark's, without stats, for a case that produced no timing."""
     return {"group": result.case.suite, "name": item_name, "fullname": nodeid, "params": dict(result.case.params),
             "extra_info": result.extra_info}
+
+
+def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseResult]) -> tuple[str, dict]:
+    """A case's entry from the rounds it had before pytest's pass, what a run stopped before that pass keeps:
+    (`benchmarks`, ENTRY) shaped as `record` makes it, from the latest round that measured (the others in
+    `round_medians_s`, as `bench_rounds.merge` puts them), or (`not_measured`, ENTRY) when none did."""
+    measured = [r for r in results if r.measurement is not None]
+    latest = measured[-1] if measured else results[-1]
+    extra = {**latest.extra_info, "profile": session.profile,
+             **bench_rounds.merge(latest, [r for r in results if r is not latest])}
+    if latest.measurement is None:
+        return "not_measured", not_measured_entry(item.name, item.nodeid, replace(latest, extra_info=extra))
+    fixture = SimpleNamespace(name=item.name, fullname=item.nodeid, group=latest.case.suite, param=item.callspec.id,
+                              params=dict(latest.case.params), extra_info=extra, cprofile_stats=None)
+    entry = Metadata(fixture, iterations=1, options={"timer": latest.measurement.timer, "min_rounds": None,
+                                                     "max_time": None, "min_time": None, "warmup": None})
+    for seconds in latest.measurement.samples_s:
+        entry.update(seconds)
+    return "benchmarks", entry.as_dict(include_data=True)
 
 
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:
