@@ -14,8 +14,8 @@ import torch
 
 from suites.core.profiles import RULES, Profile
 from suites.core.timing import rel_iqr
-from suites.harness.rounds import MAX_ROUNDS, in_rounds, round_order
-from suites.harness.session import BenchSession
+from suites.harness.rounds import MAX_ROUNDS, earlier_measurements, in_rounds, measure_rounds, merge, round_order
+from suites.harness.session import BenchSession, measure_once
 from suites.ops import matmul
 from suites.training import numerics
 
@@ -84,3 +84,18 @@ def test_speed_cases_are_measured_in_rounds_and_correctness_experiments_once():
     assert in_rounds(gemm) and session.rule(gemm) == RULES[Profile.QUICK].round
     assert not in_rounds(experiment) and session.rule(experiment) == RULES[Profile.QUICK].stop
     assert BenchSession(torch.device("cpu"), "full", None).rule(gemm) == RULES[Profile.FULL].stop
+
+
+def test_each_round_pools_the_rounds_before_it():
+    """Round r's result pools rounds 1..r, so a run stopped in the earlier rounds keeps a headline of all of them,
+    and pytest's round gets each round's own measurement once."""
+    session = BenchSession(torch.device("cpu"), "quick", None, rounds=3)
+    case = matmul.make_case(matmul.Shape("square", 16, 16, 16), "float32")
+    log = measure_rounds([case], 3, lambda c, earlier: measure_once(session, c, earlier), report=lambda _: None)
+    first, second = log.results[case.id]
+    assert first.measurement.rounds == [] and second.measurement.rounds[0] is first.measurement
+    own = second.measurement.rounds[1]
+    assert second.measurement.samples_s == first.measurement.samples_s + own.samples_s
+    assert second.extra_info["device_s"] == second.measurement.median_s
+    assert earlier_measurements(log.results[case.id]) == [first.measurement, own]
+    assert merge(second, [first])["round_medians_s"] == [first.measurement.median_s, own.median_s]

@@ -113,8 +113,8 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     report = reporter.write_line if reporter is not None else print
     cases = bench_rounds.bench_cases(session.items)
-    s.round_log = bench_rounds.measure_rounds(cases, s.rounds, lambda case: sessions.measure_once(s, case), report,
-                                              journal_rounds(session, s))
+    s.round_log = bench_rounds.measure_rounds(cases, s.rounds, lambda case, earlier: sessions.measure_once(
+        s, case, earlier), report, journal_rounds(session, s))
 
 
 def journal_rounds(session: pytest.Session, s: sessions.BenchSession) -> Callable[[list[CaseResult]], None] | None:

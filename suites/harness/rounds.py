@@ -83,10 +83,11 @@ def bench_cases(items: Sequence[pytest.Item]) -> list[Case]:
     return found
 
 
-def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case], CaseResult],
+def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case, list[CaseResult]], CaseResult],
                    report: Callable[[str], None] = print,
                    recorded: Callable[[list[CaseResult]], None] | None = None) -> RoundLog:
     """The rounds before pytest's pass, each over every case in its own order; pytest's pass (order 0) follows.
+    `run` measures a case given its results of the rounds before (so that its figures pool them all).
 
     `recorded` is called with a case's results so far each time one of its rounds ends (the results writer
     journals them, so a run stopped in these rounds keeps what they measured).
@@ -95,7 +96,8 @@ def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case], CaseRes
     for index in range(1, rounds):
         start = time.perf_counter()
         for position in round_order(len(cases), index, rounds):
-            result = run(cases[position])
+            case = cases[position]
+            result = run(case, log.results.get(case.id, []))
             log.add(result)
             if recorded is not None:
                 recorded(log.results[result.case.id])
@@ -105,8 +107,10 @@ def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case], CaseRes
 
 
 def earlier_measurements(earlier: list[CaseResult]) -> list[Measurement]:
-    """The measurements of the rounds before pytest's that produced one, in the order they ran."""
-    return [r.measurement for r in earlier if r.measurement is not None]
+    """Each round's own measurement, of the rounds before that produced one, in the order they ran (the latest
+    measured result pools them all: its `rounds`)."""
+    measured = [r.measurement for r in earlier if r.measurement is not None]
+    return (measured[-1].rounds or [measured[-1]]) if measured else []
 
 
 def merge(final: CaseResult, earlier: list[CaseResult]) -> dict:

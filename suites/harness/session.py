@@ -138,9 +138,11 @@ def from_config(config: pytest.Config) -> BenchSession:
                         rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
 
 
-def measure_once(session: BenchSession, case: Case) -> CaseResult:
-    """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded."""
-    return execute(case, session.device, session.rule(case), session.peaks(case.peak_dtype))
+def measure_once(session: BenchSession, case: Case, earlier: list[CaseResult]) -> CaseResult:
+    """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded;
+    its figures pool the rounds before (`earlier`), so that a run stopped here keeps a headline of all of them."""
+    return execute(case, session.device, session.rule(case), session.peaks(case.peak_dtype),
+                   earlier_rounds=bench_rounds.earlier_measurements(earlier))
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -165,8 +167,9 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
 
 def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseResult]) -> tuple[str, dict]:
     """A case's entry from the rounds it had before pytest's pass, what a run stopped before that pass keeps:
-    (`benchmarks`, ENTRY) shaped as `record` makes it, from the latest round that measured (the others in
-    `round_medians_s`, as `bench_rounds.merge` puts them), or (`not_measured`, ENTRY) when none did."""
+    (`benchmarks`, ENTRY) shaped as `record` makes it, from the latest round that measured (which pools the
+    rounds before it, listed in `round_medians_s` as `bench_rounds.merge` puts them), or (`not_measured`, ENTRY)
+    when none did."""
     measured = [r for r in results if r.measurement is not None]
     latest = measured[-1] if measured else results[-1]
     extra = {**latest.extra_info, "profile": session.profile,
