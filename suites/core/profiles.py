@@ -10,7 +10,8 @@ laptop); `full` is the real sweep for a GPU. Per profile (`Rules`):
   suites/harness/distributed.py), judged against the `stop` target;
 - `search`: the achievable-peak search per device type (suites/core/achievable.py).
 
-The suites' own sizes per profile (shapes, models, batch limits) stay with each suite, keyed by `Profile`.
+The suites' own sizes per profile (shapes, models, batch limits) stay with each suite, keyed by `Profile` (its
+names are declared in suites/core/defaults.py, which the command line reads without importing torch).
 Two rules belong to no profile and live here too, so that every rule literal has one home: `SMOKE`, one sample
 of everything (`--benchmark-disable`), and `CROSSCHECK`, the rule of the comparisons with peer timers.
 """
@@ -18,25 +19,12 @@ of everything (`--benchmark-disable`), and `CROSSCHECK`, the rule of the compari
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
+from suites.core.defaults import PROFILES as NAMES
+from suites.core.defaults import Profile
 from suites.core.timing import StopRule
 
-
-class Profile(str, Enum):
-    """A profile's name; it compares, hashes and formats as its plain string ("quick" == Profile.QUICK)."""
-
-    QUICK = "quick"
-    FULL = "full"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-NAMES = tuple(p.value for p in Profile)
+__all__ = ["NAMES", "Profile", "Rules", "SearchPlan", "rules", "search_plan", "searches_serving"]
 
 
 @dataclass(frozen=True)

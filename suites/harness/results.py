@@ -156,7 +156,8 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 class ResultsWriter:
-    """A pytest plugin object: it owns the run's file outputs from session start to session finish."""
+    """A pytest plugin object: it owns the run's file outputs from the end of collection (`start`) to session
+    finish."""
 
     def __init__(self, config: pytest.Config, json_path: Path | None, save_name: str | None,
                  not_measured: list[dict]) -> None:
@@ -179,11 +180,9 @@ class ResultsWriter:
         self._journaled_not_measured = 0
         self._old_handlers: dict[int, object] = {}
 
-    # pytest hooks
-
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.config.option.collectonly:  # lists the cases, measures none: no file is touched
-            return
+    def start(self, session: pytest.Session, selected: int) -> None:
+        """Check the outputs and open the journal, before the first of the `selected` cases runs."""
+        self.selected = selected
         self.session = session
         json_target = self.json_target = resolve_target(self.json_path) if self.json_path is not None else None
         folder = storage_folder(self.config) if self.save_name is not None else None
@@ -208,13 +207,13 @@ class ResultsWriter:
             print(note)
         self._install_signal_handlers()
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.selected = sum(_is_case(item) for item in session.items)
+    # pytest hooks
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when == "call" and self.journal is not None and _is_case(item):
+        ended = call.when == "call" or (call.when == "setup" and report.skipped)  # a skip is a finished case
+        if ended and self.journal is not None and is_case(item):
             self._journal_case(item)
         return report
 
@@ -295,10 +294,11 @@ class ResultsWriter:
         text = dumps(output)
         written: list[Path] = []
         failed: list[tuple[Path, str]] = []
+        kept = output["benchmarks"] or output["not_measured"]  # a skipped test finished, yet recorded nothing
         for target in self.targets:
-            if not (self.finished or self.partial) and (target.exists() or target != self.json_target):
+            if not kept and (target.exists() or target != self.json_target):
                 if target.exists():
-                    print(f"\nresults: no case finished; {target} left as it was")
+                    print(f"\nresults: no case measured or recorded; {target} left as it was")
                 continue
             try:
                 write_atomically(target, text)
@@ -306,8 +306,9 @@ class ResultsWriter:
                 failed.append((target, exc.strerror or str(exc)))
                 continue
             written.append(target)
-            print(f"\nresults: {target}" + (f" (incomplete: {output['incomplete_reason']})"
-                                             if output.get("incomplete") else ""))
+            saved = "Wrote" if target == self.json_target else "Saved"  # pytest-benchmark's own words
+            print(f"\n{saved} benchmark data in: {target}" + (f" (incomplete: {output['incomplete_reason']})"
+                                                             if output.get("incomplete") else ""))
         return written, failed
 
     def _output(self, session: pytest.Session, exitstatus: int) -> dict:
@@ -340,8 +341,6 @@ class ResultsWriter:
             why = "interrupted"
         elif session.shouldstop or session.shouldfail:
             why = f"stopped early ({session.shouldstop or session.shouldfail})"
-        elif self.selected == 0:
-            return "no benchmark case was selected"
         else:
             why = "not every selected case ran"
         rounds_only = len(set(self.partial) - self.finished)
@@ -368,7 +367,7 @@ def _cases(count: int) -> str:
     return f"{count} case{'s' if count != 1 else ''}"
 
 
-def _is_case(item: pytest.Item) -> bool:
+def is_case(item: pytest.Item) -> bool:
     """A test that measures (through `run_case` or pytest-benchmark's own fixture), as opposed to a plain test."""
     return "benchmark" in getattr(item, "fixturenames", ())
 
@@ -383,36 +382,36 @@ def writer_of(config: pytest.Config) -> ResultsWriter | None:
     return config.pluginmanager.get_plugin("bench-results")
 
 
-def drop_json_option(option: object) -> Path | None:
-    """Take `--benchmark-json` away from pytest-benchmark and return where it pointed. Before 5.3 the option is
-    an open file by now (argparse's FileType opened it for writing while parsing): its handle is closed; from 5.3
-    on it is a path."""
-    value = getattr(option, "benchmark_json", None)
+def drop_json(bench: object) -> Path | None:
+    """Take `--benchmark-json` away from pytest-benchmark's session and return where it pointed. Before 5.3 the
+    option is an open file by now (argparse's FileType opened it for writing while parsing): its handle is
+    closed; from 5.3 on it is a path."""
+    value = getattr(bench, "json", None)
     if value is None:
         return None
-    option.benchmark_json = None
+    bench.json = None
     if hasattr(value, "close"):
         value.close()
         return Path(value.name)
     return Path(value)
 
 
-def take_over(config: pytest.Config, not_measured: list[dict]) -> None:
-    """Take the file outputs from pytest-benchmark (before its session reads the options) and register the writer.
+def take_over(session: pytest.Session, bench: object, not_measured: list[dict]) -> None:
+    """Take the file outputs from pytest-benchmark's session `bench` and start the writer, once collection has
+    shown that the run measures the suite's cases (suites/harness/pytest_plugin.py decides when).
 
-    A storage that is not a folder (elasticsearch) stays pytest-benchmark's. Under torchrun only rank 0 owns the
-    outputs (the other ranks would race for the same journal).
+    A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
     """
-    if os.environ.get("RANK", "0") != "0":
-        return
-    option = config.option
-    json_path = drop_json_option(option)
+    config = session.config
+    json_path = drop_json(bench)
     save_name = None
-    storage = str(getattr(option, "benchmark_storage", "") or "")
+    storage = str(config.getoption("benchmark_storage", "") or "")
     if "://" not in storage or storage.startswith("file://"):
-        save_name = option.benchmark_save or _autosave_name(option.benchmark_autosave)
-        option.benchmark_save = option.benchmark_autosave = None
-    config.pluginmanager.register(ResultsWriter(config, json_path, save_name, not_measured), "bench-results")
+        save_name = bench.save or _autosave_name(bench.autosave)
+        bench.save = bench.autosave = None
+    writer = ResultsWriter(config, json_path, save_name, not_measured)
+    writer.start(session, sum(is_case(item) for item in session.items))  # a usage error: nothing registered
+    config.pluginmanager.register(writer, "bench-results")
 
 
 def _autosave_name(autosave: object) -> str | None:

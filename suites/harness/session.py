@@ -20,7 +20,7 @@ from pytest_benchmark.stats import Metadata
 
 from suites.core import achievable
 from suites.core import device as devices
-from suites.core.cases import Case, select_dtypes
+from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.profiles import SMOKE, Profile, rules
 from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
@@ -89,7 +89,7 @@ class BenchSession:
         """This machine's achievable peaks, searched (or loaded) on first use; None when off or when it failed."""
         if self._achievable is None:
             if self.achievable_mode == "off":
-                self._achievable = "off (--achievable-peaks off)"
+                self._achievable = "off (--bench-achievable-peaks off)"
             elif self.world is not None:
                 self._achievable = "off under torchrun: ranks searching at once would contend for the node"
             else:
@@ -117,24 +117,41 @@ class BenchSession:
             return {"source": None, "reason": self._achievable}
         return self._achievable.as_dict()
 
-    def select(self, cases: list[Case]) -> list[Case]:
-        return select_dtypes(cases, self.dtypes)
+
+DEVICE_FLAG = "--bench-device"
+
+
+def resolve_device(config: pytest.Config) -> torch.device:
+    try:
+        return devices.resolve(config.getoption("bench_device"), DEVICE_FLAG)
+    except devices.DeviceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def check_options(config: pytest.Config) -> None:
+    """The checks that need torch, for options given on the command line: the dtypes, the device (its name and
+    that this machine has it; CUDA is not initialised for it), the rounds."""
+    parse_dtypes(config.getoption("bench_dtypes"))
+    if config.getoption("bench_device") != "auto":  # auto picks a device; it cannot be wrong
+        resolve_device(config)
+    rounds = bench_rounds.parse_rounds(config.getoption("bench_rounds"))
+    if rounds > 1 and distributed.launched():
+        raise pytest.UsageError("--bench-rounds: one round under torchrun (the ranks measure each case in lockstep)")
 
 
 def from_config(config: pytest.Config) -> BenchSession:
-    try:
-        device = devices.resolve(config.getoption("bench_device"))
-    except devices.DeviceError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    """The run's session, made when a test first needs the suite (never for a run that does not use it): the
+    device (made CUDA's current device), and under torchrun this rank's place in the process group."""
+    device = resolve_device(config)
     launched = distributed.launched()  # under torchrun: rank r on cuda:LOCAL_RANK, in the process group
     if launched:
         device = distributed.local_device(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
-    world = distributed.join(device, config.getoption("dist_timeout_s")) if launched else None
+    world = distributed.join(device, config.getoption("bench_dist_timeout_s")) if launched else None
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
-                        achievable_mode=config.getoption("achievable_peaks"),
-                        achievable_cache=Path(config.getoption("achievable_cache")), world=world,
+                        achievable_mode=config.getoption("bench_achievable_peaks"),
+                        achievable_cache=Path(config.getoption("bench_achievable_cache")), world=world,
                         rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
 
 
