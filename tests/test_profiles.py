@@ -11,7 +11,8 @@ from suites.ops import conv, matmul
 from suites.training import autocast_audit, batch_size, numerics, train_step
 
 # The suites' own per-profile tables (sizes, models, limits).
-TABLES = {"matmul.SHAPES": matmul.SHAPES, "conv.LAYERS": conv.LAYERS, "train_step.PROFILES": train_step.PROFILES,
+TABLES = {"matmul.SHAPES": matmul.SHAPES, "matmul.LEVER_SHAPES": matmul.LEVER_SHAPES, "conv.LAYERS": conv.LAYERS,
+          "train_step.PROFILES": train_step.PROFILES,
           "batch_size.PROFILES": batch_size.PROFILES, "numerics.MODELS": numerics.MODELS,
           "autocast_audit.MODELS": autocast_audit.MODELS, "collectives.SIZES": collectives.SIZES,
           "distributed.train_step.SMALL_BUCKET_MB": dist_train_step.SMALL_BUCKET_MB}

@@ -60,7 +60,7 @@ SHAPES: dict[Profile, list[Shape]] = {
 }
 # The shapes that are also timed cold and as a CUDA graph, with their warm, eager twin (the levers are CUDA-only, so
 # the quick profile, a CPU's, has none).
-LEVER_SHAPES: dict[str, list[Shape]] = {"quick": [], "full": [Shape("l2-resident", 2048, 2048, 2048)]}
+LEVER_SHAPES: dict[Profile, list[Shape]] = {Profile.QUICK: [], Profile.FULL: [Shape("l2-resident", 2048, 2048, 2048)]}
 # (cold, graph) of the twins at a lever shape: warm and eager is the baseline of both levers.
 TIMINGS = ((True, False), (False, True))
 
