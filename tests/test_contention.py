@@ -1,14 +1,13 @@
 """Host contention per sample: the rule on known figures, and a real CPU-bound neighbour on the same CPU."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from suites.core.contention import CONTENDED_SHARE, RUN_DELAY_SHARE, Contention, SampleLoad, pooled
 from suites.core.timing import StopRule, measure
+from tests.runs import start_python
 
 
 def test_a_sample_is_contended_when_its_threads_waited_for_a_cpu():
@@ -48,7 +47,7 @@ def test_a_cpu_bound_neighbour_on_our_cpu_marks_the_case_contended():
     few milliseconds, so our threads wait about half of the wall time, in the samples that span a switch."""
     cpu = min(os.sched_getaffinity(0))
     mine = os.sched_getaffinity(0)
-    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    neighbour = start_python("-c", "while True: pass", output="discard")
     try:
         os.sched_setaffinity(neighbour.pid, {cpu})
         os.sched_setaffinity(0, {cpu})
