@@ -97,9 +97,8 @@ class Document:
 
     def _mend(self, value: Any, text: str, start: int, end: int) -> Any:
         if validate.SURROGATE_ESCAPE.search(text, start, end):
-            mended = validate.without_surrogates(value)
-            self.mended += mended != value
-            return mended
+            value, count = validate.without_surrogates(value)
+            self.mended += count
         return value
 
     def entries(self) -> Iterator[tuple[str, Any]]:
@@ -372,7 +371,7 @@ def _read_file(path: Path, table: Columns, samples: bool) -> None:
         if count:
             warn(f"{path}: {count} entries of '{key}' have no name; ignored")
     if document.mended:
-        warn(f"{path}: {document.mended} value(s) held a lone UTF-16 surrogate; shown with U+FFFD in its place")
+        warn(f"{path}: {document.mended} lone UTF-16 surrogate(s) in its text, shown as U+FFFD")
     unknown = sorted(set(document.top) - KNOWN_FIELDS)
     if unknown:
         warn(f"{path}: unknown top-level field(s) {', '.join(unknown)}; ignored")

@@ -190,15 +190,17 @@ def read_json(path: Path) -> Any:
     return parse_json(path, text)
 
 
-def without_surrogates(value: Any) -> Any:
-    """value with every lone UTF-16 surrogate in its text (keys too) replaced by U+FFFD."""
+def without_surrogates(value: Any) -> tuple[Any, int]:
+    """value with every lone UTF-16 surrogate in its text (keys too) replaced by U+FFFD, and how many were."""
     if isinstance(value, str):
-        return SURROGATE.sub("\ufffd", value)
+        return SURROGATE.subn("\ufffd", value)
     if isinstance(value, list):
-        return [without_surrogates(item) for item in value]
+        pairs = [without_surrogates(item) for item in value]
+        return [item for item, _ in pairs], sum(n for _, n in pairs)
     if isinstance(value, dict):
-        return {without_surrogates(key): without_surrogates(item) for key, item in value.items()}
-    return value
+        pairs = [(without_surrogates(key), without_surrogates(item)) for key, item in value.items()]
+        return {key: item for (key, _), (item, _) in pairs}, sum(a + b for (_, a), (_, b) in pairs)
+    return value, 0
 
 
 class Node:
