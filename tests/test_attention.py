@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from suites.checks import attention as attention_check
 from suites.core.cases import Unsupported
 from suites.core.runner import execute
 from suites.harness.session import SMOKE
@@ -133,36 +132,6 @@ def test_quick_memory_sweep_naive_grows_4x_and_flash_2x_per_doubling():
     assert len(ratios["naive"]) == 2
     assert all(r > 3 for r in ratios["naive"])
     assert all(r < 2.6 for r in ratios["flash"])
-
-
-@pytest.mark.slow
-def test_gpu_check_selection_picks_the_bf16_hd128_flash_and_naive_cases():
-    from suites.checks.gpu_check import STEPS
-
-    args = next(s for s in STEPS if s.name == "attention").plans["cuda"].pytest_args
-    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "--device", "cpu",
-                           "--bench-profile", "full", "-p", "no:cacheprovider"], capture_output=True, text=True,
-                          cwd=ROOT)
-    ids = [line for line in proc.stdout.splitlines() if "::test_attention[" in line]
-    assert len(ids) == 16, proc.stdout[-2000:]
-    assert all("bfloat16" in i and ("4x16x4096x128" in i or "1x16x16384x128" in i) for i in ids)
-    assert {i.split("[")[1].split("/")[0] for i in ids} == {"flash", "naive"}
-
-
-def _entry(status, median_s=None, peak=None, **info):
-    entry = {"extra_info": {"status": status, "peak_mem_bytes": peak, "tflops": 1.0, **info}}
-    if median_s is not None:
-        entry["stats"] = {"median": median_s}
-    return entry
-
-
-def test_gpu_check_comparison_of_flash_and_naive():
-    value, ok = attention_check.compare(_entry("ok", 0.001, 2**20), _entry("ok", 0.004, 2**24))
-    assert ok and value.startswith("speed-up 4.00x, memory 16.0x less")
-    value, ok = attention_check.compare(_entry("ok", 0.001, 2**20), _entry("oom", requested_bytes=8 * 2**30))
-    assert ok and "naive out of memory (asked for 8.0 GiB more)" in value
-    assert attention_check.compare(_entry("ok", 0.004, 2**20), _entry("ok", 0.001, 2**24))[1] is False
-    assert attention_check.compare(None, _entry("ok", 0.001, 2**24)) == ("case missing from attention.json", False)
 
 
 def _frame(cases, **columns):

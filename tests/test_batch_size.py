@@ -163,17 +163,6 @@ def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
 
 
 
-def test_gpu_check_rows_from_a_real_run(tmp_path):
-    """gpu_check's rows read the searches of a run (here the tiny GPT of a CPU run, saved as batch_size.json)."""
-    from suites.checks.batch_size import largest_batches
-
-    assert largest_batches(tmp_path)[0].ok is None  # nothing run: not a failure of the check
-    (tmp_path / "batch_size.json").write_text((DATA / "batch_size_cpu_quick.json").read_text())
-    rows = largest_batches(tmp_path, model="gpt-tiny")
-    assert [r.value.split()[0] for r in rows] == ["10", "12", "17"] and all(r.ok for r in rows)
-    assert [r.value for r in largest_batches(tmp_path)] == ["not measured"] * 3  # no GPT-2 124M in a CPU run
-
-
 def test_plot_command_lists_the_batch_plot(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "reports", "plot", str(DATA / "batch_size_cpu_quick.json"), "-o",
                            str(tmp_path)], cwd=ROOT, capture_output=True, text=True)

@@ -126,32 +126,6 @@ def test_cudnn_autotune_is_on_inside_and_restored_after():
     assert torch.backends.cudnn.benchmark == saved
 
 
-def test_gpu_check_speedups_of_channels_last_and_bfloat16():
-    from suites.checks import conv as conv_check
-
-    medians = {("s", "bfloat16", "contiguous"): 4e-3, ("s", "bfloat16", "channels_last"): 2e-3,
-               ("s", "float32", "contiguous"): 1e-2}
-    assert conv_check.speedups(medians, "s") == "bf16 channels_last 2.00x NCHW (2 vs 4 ms); 5.00x float32 NCHW"
-    assert conv_check.speedups({}, "s") == "cases missing"
-
-
-@pytest.mark.slow
-def test_gpu_check_selection_picks_the_3x3_layers_at_56():
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from suites.checks.gpu_check import STEPS
-
-    args = next(s for s in STEPS if s.name == "conv").plans["cuda"].pytest_args
-    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "--device", "cpu",
-                           "--bench-profile", "full", "-p", "no:cacheprovider"], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1])
-    ids = [line.split("[")[1] for line in proc.stdout.splitlines() if "::test_conv[" in line]
-    assert len(ids) == 5 * 2 * 2, proc.stdout[-2000:]  # layers x dtypes x formats
-    assert {i.split("/")[1] for i in ids} == {f"32x{c}x56x56-{c}k3s1" for c in (64, 256, 63, 65, 72)}
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("dtype", ["float32", "tf32", "bfloat16"])

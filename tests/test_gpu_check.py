@@ -1,30 +1,71 @@
-"""The GPU check's scheduler (budget, --only, device), and a real budgeted run of it on this CPU."""
+"""The GPU check: its plan and budget, every step's selection collected by pytest, its readers on real results
+(whole, journaled, truncated, with failed cases), its command line's errors, and its children ended with it.
+
+The results under tests/data/gpu_check_cpu are a real CPU run of the check (see its README); CUDA results do
+not exist yet, so the CUDA readers are exercised by the CPU plan's readers (the same functions) and the CUDA
+selections are checked by collection only.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
+from functools import cache
 from pathlib import Path
 
 import pytest
 
+from reports.readback import read_run
+from suites.checks import attention as attention_rows
+from suites.checks import batch_size as batch_rows
+from suites.checks import conv as conv_rows
+from suites.checks import gpu_check
+from suites.checks import train_step as train_rows
+from suites.checks.bounded import TERM_GRACE_S
 from suites.checks.gpu_check import (
+    DEFAULT_BUDGET_S,
     READ_MARGIN_S,
-    STEP_NAMES,
-    STEPS,
-    TERM_GRACE_S,
-    CheckStep,
-    StepPlan,
+    UsageError,
+    load_function,
+    plan,
+    reader_rows,
     skip_reason,
     step_timeout,
 )
+from suites.checks.profiling import TRACE_DTYPES
+from suites.checks.rows import Row
+from suites.checks.steps import (
+    COMPILE_GRAPH_S,
+    COMPILER_START_S,
+    PROFILE,
+    STEP_NAMES,
+    STEPS,
+    CheckStep,
+    Estimate,
+    StepPlan,
+)
+from suites.core.precision import DTYPES
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_ONLY = CheckStep("gpu_only", {"cuda": StepPlan(10)})
-BOTH = CheckStep("both", {"cuda": StepPlan(100), "cpu": StepPlan(30)})
+DATA = ROOT / "tests" / "data" / "gpu_check_cpu"
+GPU_ONLY = CheckStep("gpu_only", "", {"cuda": StepPlan(Estimate(10, ""))})
+BOTH = CheckStep("both", "", {"cuda": StepPlan(Estimate(100, "")), "cpu": StepPlan(Estimate(30, ""))})
+PYTEST_PLANS = [(step.name, device) for step in STEPS for device, p in step.plans.items() if p.pytest_args]
 
+
+def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suites.gpu_check", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# --- the plan and the budget ------------------------------------------------------------------------------------
 
 def test_a_step_that_would_overrun_the_budget_is_skipped_with_its_reason():
     room = READ_MARGIN_S + TERM_GRACE_S
@@ -39,47 +80,415 @@ def test_gpu_only_steps_and_steps_left_out_by_only_say_why():
 
 
 def test_a_step_never_runs_past_what_the_budget_has_left():
-    plan = StepPlan(100)
-    assert step_timeout(plan, 1e6) == 230  # its own limit: twice the estimate and half a minute
-    assert step_timeout(plan, 150) == 150 - READ_MARGIN_S - TERM_GRACE_S
+    estimate = StepPlan(Estimate(100, ""))
+    assert step_timeout(estimate, 1e6) == 230  # its own limit: twice the estimate and half a minute
+    assert step_timeout(estimate, 150) == 150 - READ_MARGIN_S - TERM_GRACE_S
 
 
-def test_every_step_has_a_plan_for_cuda_and_the_order_starts_with_what_checks_the_measurement():
-    assert all("cuda" in step.plans for step in STEPS)
-    assert STEP_NAMES[:3] == ("preflight", "timing", "matmul")
-    assert len(set(STEP_NAMES)) == len(STEP_NAMES)
+def test_an_estimate_is_the_sum_of_what_it_rests_on():
+    estimate = Estimate(6, "why", cases=5, case_s=9, graphs=1, work_s=2)
+    assert estimate.seconds == 6 + 45 + 2 + COMPILE_GRAPH_S + COMPILER_START_S
+    assert estimate.parts().startswith("6 s start + 5 cases x 9 s + 1 compile x")
+    assert all(p.estimate.rests_on for step in STEPS for p in step.plans.values())
 
 
-def test_an_unknown_only_name_is_a_one_line_usage_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "suites.gpu_check", "--only", "matmul,nonsense", "--out",
-                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: --only: unknown step nonsense")
+def test_the_default_budget_schedules_every_step_on_cuda():
+    planned = plan("cuda", DEFAULT_BUDGET_S, None)
+    assert [p.step.name for p in planned if p.skipped] == []
+    assert planned[-1].start_s + STEPS[-1].plans["cuda"].estimate.seconds <= DEFAULT_BUDGET_S
+
+
+def test_what_users_need_runs_first_and_fits_a_first_session_of_420_s():
+    assert STEP_NAMES[:5] == ("preflight", "timing", "matmul", "attention", "train_step")
+    at_420 = {p.step.name: p.skipped for p in plan("cuda", 420, None)}
+    must = ("preflight", "timing", "matmul", "attention", "train_step", "conv", "numerics", "batch_size")
+    assert all(at_420[name] is None for name in must), at_420
+    assert [name for name, why in at_420.items() if why] == ["train_step_compiled"]
+
+
+def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
+    out = tmp_path / "never"
+    for device in ("cuda", "cpu"):
+        proc = run_cli("--plan", "--device", device, "--budget-s", "420", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+        for name in STEP_NAMES:
+            assert name in proc.stdout
+        scheduled = sum(p.skipped is None for p in plan(device, 420, None))
+        assert f"{scheduled} of {len(STEPS)} steps scheduled on {device}" in proc.stdout
+        assert "the estimate rests on" in proc.stdout
+    assert not out.exists()
+    default = run_cli("--plan", "--device", "cuda")
+    assert f"{len(STEPS)} of {len(STEPS)} steps scheduled on cuda" in default.stdout
+
+
+def test_the_readme_table_gives_each_steps_estimate():
+    readme = (ROOT / "README.md").read_text()
+    for step in STEPS:
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {step.name} |"))
+        assert f"| {step.plans['cuda'].estimate.seconds:.0f} s |" in row, row
+
+
+# --- every selection, collected by pytest ------------------------------------------------------------------------
+
+class Collected:
+    """A pytest plugin that keeps the cases a collection selected."""
+
+    def __init__(self) -> None:
+        self.cases: list = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.cases = [item.callspec.params["case"] for item in session.items if hasattr(item, "callspec")]
+
+
+@cache
+def collect(step_name: str, device: str) -> tuple[int, tuple[dict, ...]]:
+    """pytest's own collection of a plan's selection (on this CPU, with the profile the device runs: cases do not
+    depend on the device), in this process; the exit code and each case as {case, params}."""
+    step = next(s for s in STEPS if s.name == step_name)
+    args = [arg.replace("{out}", "/tmp/gpu_check_collect") for arg in step.plans[device].pytest_args]
+    found = Collected()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = pytest.main([*args, "--collect-only", "-qq", "--capture=no", "-p", "no:cacheprovider",
+                                "--device", "cpu", "--bench-profile", PROFILE[device]], plugins=[found])
+    finally:
+        os.chdir(cwd)
+    return int(code), tuple({"case": c.id, **c.params} for c in found.cases)
+
+
+@pytest.mark.parametrize(("step_name", "device"), PYTEST_PLANS)
+def test_every_selection_collects_the_cases_its_readers_need_and_its_estimate_counts(step_name, device):
+    code, cases = collect(step_name, device)
+    assert code == 0 and cases, f"{step_name} on {device}: the selection collects nothing"
+    plan_ = next(s for s in STEPS if s.name == step_name).plans[device]
+    assert plan_.estimate.cases == len(cases), f"{step_name} on {device}: estimate counts {plan_.estimate.cases}"
+    for reader in plan_.readers:
+        if reader.gaps:
+            assert load_function(reader.gaps)(list(cases)) == [], f"{step_name} on {device}: {reader.rows}"
+
+
+def test_the_cuda_selections_cover_the_whole_ladder_the_traced_dtypes_and_the_precision_grid():
+    dtypes = {c["dtype"] for c in collect("matmul", "cuda")[1]}
+    assert dtypes == set(DTYPES)
+    assert {c["dtype"] for c in collect("trace", "cuda")[1]} == set(TRACE_DTYPES)
+    cells = {(c["precision"], c["compile"]) for name in ("train_step", "train_step_compiled")
+             for c in collect(name, "cuda")[1]}
+    assert cells == {(p, c) for p in ("fp32", "tf32", "amp_fp16", "amp_bf16") for c in ("on", "off")}
+
+
+def test_gaps_name_what_a_selection_lacks():
+    flash = {"case": "f", "impl": "flash", "dtype": "bfloat16", "shape": "s", "causal": "true", "pass": "fwd"}
+    assert attention_rows.pair_gaps([flash]) == ["bfloat16 s true fwd: no naive case"]
+    assert attention_rows.pair_gaps([]) == ["no flash and naive cases"]
+
+
+def test_the_flash_case_timed_against_do_bench_is_the_suites_own():
+    case = attention_rows.do_bench_case()
+    assert case.id == "attention/flash/bfloat16/4x16x4096x128/noncausal/fwd"
+
+
+# --- the readers on a real CPU run, and on what a killed or failed run leaves -------------------------------------
+
+CPU_READERS = [(step.name, reader) for step in STEPS if "cpu" in step.plans for reader in step.plans["cpu"].readers]
+
+
+def copy_data(tmp_path: Path) -> Path:
+    for path in DATA.glob("*.json"):
+        shutil.copy(path, tmp_path / path.name)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("step_name", "reader"), CPU_READERS, ids=[f"{s}-{r.rows}" for s, r in CPU_READERS])
+def test_every_reader_gives_rows_that_name_their_source_from_the_real_run(step_name, reader, tmp_path):
+    rows = reader_rows(reader, copy_data(tmp_path), step_name)
+    assert rows and all(isinstance(r, Row) for r in rows)
+    assert not [r for r in rows if r.ok is False], rows  # the CPU run passed: its figures read as passing
+    assert all(r.source == f"{step_name}.json" for r in rows), rows
+
+
+def to_journal(path: Path) -> Path:
+    """What a run killed outright leaves: the journal's header and one line per finished case, no final file."""
+    data = json.loads(path.read_text())
+    header = {"journal": 1} | {k: data.get(k) for k in ("machine_info", "commit_info", "datetime", "version")}
+    lines = [header] + [{"benchmarks": b} for b in data["benchmarks"]] + [{"not_measured": n}
+                                                                         for n in data.get("not_measured", [])]
+    journal = path.with_name(path.name + ".journal")
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path.unlink()
+    return journal
+
+
+@pytest.mark.parametrize(("step_name", "reader"), CPU_READERS, ids=[f"{s}-{r.rows}" for s, r in CPU_READERS])
+def test_a_killed_runs_journal_is_read_and_named_incomplete(step_name, reader, tmp_path):
+    out = copy_data(tmp_path)
+    if step_name == "sampler_cost":
+        pytest.skip("a tool's JSON, not a pytest run's results")
+    whole = reader_rows(reader, out, step_name)
+    to_journal(out / f"{step_name}.json")
+    rows = reader_rows(reader, out, step_name)
+    assert [(r.check, r.figure, r.value) for r in rows] == [(r.check, r.figure, r.value) for r in whole]
+    assert all(r.source.startswith(f"{step_name}.json.journal (incomplete") for r in rows), rows
+
+
+def test_a_truncated_or_missing_results_file_is_one_failing_row_naming_it(tmp_path):
+    out = copy_data(tmp_path)
+    text = (out / "matmul.json").read_text()
+    (out / "matmul.json").write_text(text[: len(text) // 2])
+    reader = STEPS[STEP_NAMES.index("matmul")].plans["cpu"].readers[0]
+    [row] = reader_rows(reader, out, "matmul")
+    assert row.ok is False and "matmul.json" in row.value and "truncated" in row.value
+    [row] = reader_rows(reader, out, "no_such_step")
+    assert row.ok is False and "no_such_step.json: not written" in row.value
+
+
+def edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_attention_rows_say_out_of_memory_unsupported_and_missing_fields(tmp_path):
+    out = copy_data(tmp_path)
+    path = out / "attention.json"
+
+    def naive_out_of_memory(data: dict) -> None:  # what a GPU that cannot hold the scores writes
+        naive = next(b for b in data["benchmarks"] if b["params"]["impl"] == "naive")
+        data["benchmarks"].remove(naive)
+        naive["extra_info"] |= {"status": "oom", "reason": "CUDA out of memory", "requested_bytes": 8 * 2**30}
+        data["not_measured"].append({k: naive[k] for k in ("group", "name", "fullname", "params", "extra_info")})
+
+    edit(path, naive_out_of_memory)
+    [row] = attention_rows.flash_vs_naive(out, "attention")
+    assert row.value.startswith("naive out of memory (asked for 8 GiB more); flash") and row.ok is True
+
+    def flash_unsupported(data: dict) -> None:
+        flash = next(b for b in data["benchmarks"] if b["params"]["impl"] == "flash")
+        data["benchmarks"].remove(flash)
+        flash["extra_info"] = {"case": flash["extra_info"]["case"], "status": "unsupported",
+                               "reason": "no flash kernel for this GPU"}
+        data["not_measured"].append({k: flash[k] for k in ("group", "name", "fullname", "params", "extra_info")})
+
+    edit(path, flash_unsupported)
+    [row] = attention_rows.flash_vs_naive(out, "attention")
+    assert row.value == "flash unsupported: no flash kernel for this GPU" and row.ok is False
+
+    shutil.copy(DATA / "attention.json", path)
+    edit(path, lambda data: [b["extra_info"].pop(k, None) for b in data["benchmarks"]
+                             for k in ("peak_mem_bytes", "tflops")])
+    [row] = attention_rows.flash_vs_naive(out, "attention")
+    assert "peak memory not recorded" in row.value
+
+
+def test_the_stopping_summary_counts_host_bound_cases_and_dropped_samples(tmp_path):
+    out = copy_data(tmp_path)
+
+    def one_host_bound(data: dict) -> None:  # as a CUDA run of a small op records it
+        data["benchmarks"][0]["extra_info"] |= {"host_bound": True, "dropped_samples": 3}
+
+    edit(out / "matmul.json", one_host_bound)
+    stopped = load_function("suites.checks.matmul:how_cases_stopped")(out, "matmul")
+    assert stopped[1].value.startswith("1 (matmul/square/256x256x256/") and stopped[1].value.endswith("), 3")
+
+
+def test_an_incomplete_results_file_says_so_in_every_row(tmp_path):
+    out = copy_data(tmp_path)
+    edit(out / "numerics.json", lambda data: data.update(incomplete=True, incomplete_reason="stopped by SIGTERM"))
+    rows = load_function("suites.checks.numerics:ran_once")(out, "numerics")
+    assert rows and all(r.source == "numerics.json (incomplete: stopped by SIGTERM)" for r in rows)
+    assert read_run(out / "numerics.json").incomplete_reason == "stopped by SIGTERM"
+
+
+def cuda_case(status: str = "ok", **fields) -> dict:
+    """A case as reports.load gives it, measured on a GPU (the verdicts that hold there)."""
+    return {"status": status, "torch_device": "cuda:0", **fields}
+
+
+def test_flash_against_naive_on_a_gpu_passes_faster_and_smaller_and_an_out_of_memory_naive():
+    flash = cuda_case(median_s=0.001, peak_mem_bytes=2**20, tflops=400.0)
+    value, ok = attention_rows.compare(flash, cuda_case(median_s=0.004, peak_mem_bytes=2**24))
+    assert ok is True and value.startswith("speed-up 4.00x, naive's peak memory 16.0x flash's")
+    value, ok = attention_rows.compare(flash, cuda_case("oom", reason="CUDA out of memory", requested_bytes=8 * 2**30))
+    assert ok is True and "naive out of memory (asked for 8 GiB more)" in value
+    slower = cuda_case(median_s=0.004, peak_mem_bytes=2**20)
+    assert attention_rows.compare(slower, flash | {"impl": "naive"})[1] is False
+    assert attention_rows.compare(None, flash) == ("flash case missing from the results", False)
+    assert attention_rows.compare({**flash, "torch_device": "cpu"}, cuda_case(median_s=0.0005))[1] is None
+
+
+def test_conv_speedups_of_channels_last_and_bfloat16_and_what_is_missing():
+    settings = {conv_rows.NCHW_BF16: cuda_case(median_s=4e-3), conv_rows.NHWC_BF16: cuda_case(median_s=2e-3),
+                conv_rows.NCHW_FP32: cuda_case(median_s=1e-2)}
+    assert conv_rows.speedups(settings) == "bf16 channels_last 2.00x NCHW (2 vs 4 ms); 5.00x float32 NCHW"
+    settings[conv_rows.NCHW_FP32] = cuda_case("error", reason="cuDNN failed")
+    assert conv_rows.speedups(settings).endswith("; float32 contiguous error: cuDNN failed")
+    assert conv_rows.speedups({}) == "; ".join(f"{' '.join(s)} missing" for s in conv_rows.SETTINGS)
+
+
+def test_the_precision_grid_on_a_gpu_holds_mfu_between_0_and_1_and_fails_what_did_not_run(tmp_path):
+    base = cuda_case(model="gpt2-124m", lever="baseline", precision="amp_bf16", compile="off", median_s=0.05,
+                     mfu=0.42, mfu_counted=0.44, tokens_per_s=327680.0, n_steps=20, loss_after_n=7.1)
+    value, ok = train_rows.describe(base)
+    assert ok is True and value.startswith("20.00 steps/s, 327,680 tokens/s, MFU 42.0 % (counted 44.0 %)")
+    assert train_rows.describe(base | {"mfu": 1.3})[1] is False
+    assert train_rows.describe({k: v for k, v in base.items() if k != "mfu"})[1] is False  # a GPU has a peak
+    compiled = base | {"compile": "on", "compile_s": 41.0, "compile_startup_s": 9.0, "recompiles": 0}
+    assert "compile 41 s after 9 s of compiler start-up, 0 recompiles" in train_rows.describe(compiled)[0]
+    assert train_rows.describe(cuda_case("oom", reason="CUDA out of memory")) == ("oom: CUDA out of memory", False)
+    assert train_rows.describe({"status": "unsupported", "reason": "no tf32", "torch_device": "cpu"})[1] is None
+
+
+def test_the_largest_batches_of_a_real_search_and_of_its_journal(tmp_path):
+    out = copy_data(tmp_path)
+    rows = batch_rows.largest_batches(out, "batch_size")
+    assert [r.value.split()[0] for r in rows] == ["10", "12", "17"] and all(r.ok for r in rows)
+    assert all(r.source == "batch_size.json" for r in rows)
+    to_journal(out / "batch_size.json")
+    assert [r.value for r in batch_rows.largest_batches(out, "batch_size")] == [r.value for r in rows]
+    refit = cuda_case(max_batch=96, timed_batch=64, timed_batch_reason="batch 96 fit in the search but not again")
+    assert batch_rows.search_value(refit) == ("96 (timed at 64: batch 96 fit in the search but not again)", 96)
+    assert batch_rows.search_gaps([{"case": "x", "lever": "max_batch", "model": "m", "precision": "fp32",
+                                    "checkpoint": "off"}]) == ["m: no amp_bf16 checkpoint off search",
+                                                               "m: no amp_bf16 checkpoint block search"]
+
+
+def test_searched_peaks_are_held_below_the_datasheet_and_a_missing_dtype_fails():
+    from suites.checks import matmul as matmul_rows
+    from suites.core import achievable
+
+    found = achievable.Found(800e12, "8192x8192x8192", "searched", 12, 20.0)
+    peaks = achievable.Peaks(flops={"bfloat16": found, "float8_e4m3fn": achievable.Found(2e15, "x", "s", 3, 20.0)},
+                             missing={"float16": "no float16 gemm of the grid fits"})
+    plan_ = matmul_rows.search_plan("cuda")
+    assert plan_.gemm_budget_s == 20.0 and plan_.sizes == achievable.PLANS[("cuda", "full")].sizes
+    rows = list(matmul_rows.peak_rows(peaks, {"bfloat16": {"value": 989e12}, "float8_e4m3fn": {"value": 1979e12},
+                                              "bandwidth": {"value": None}}, plan_))
+    assert [r.ok for r in rows] == [True, False, False]  # 81 % of the sheet; above it; none found
+    assert "80.9 % of the datasheet's 989" in rows[0].value
+
+
+# --- the command line -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [("--budget-s", "30"), ("--budget-s", "nan"), ("--budget-s", "-5"),
+                                  ("--budget-s", "1e9"), ("--progress-s", "0"), ("--only", "matmul,nonsense"),
+                                  ("--device", "tpu"), ("--device", "cuda:7")])
+def test_a_bad_command_line_is_one_line_and_exit_2(args, tmp_path, capsys):
+    assert gpu_check.main(["--device", "cpu", "--out", str(tmp_path / "out"), *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_budget_that_runs_nothing_names_what_would_fit(tmp_path, capsys):
+    assert gpu_check.main(["--device", "cpu", "--budget-s", "30", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: --budget-s 30: no step fits; the smallest needs about")
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file", tmp_path / "file" / "sub", tmp_path / ("x" * 300)):
+        assert gpu_check.main(["--device", "cpu", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --out {out}") and len(err.strip().splitlines()) == 1
+
+
+def test_outside_a_checkout_the_check_says_it_needs_one(tmp_path, monkeypatch):
+    for package in ("suites", "reports"):  # the packages alone, as an installed copy would be
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = run_cli("--device", "cpu", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: gpu_check runs the bench files and tools of a checkout")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    with pytest.raises(UsageError, match=r"has no bench, tools, conftest\.py"):
+        gpu_check.checkout()
+
+
+# --- running: progress, children ended with the check, a budgeted run ------------------------------------------
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is pid (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_for(condition, timeout_s: float) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; the parent-death signal is Linux's")
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_stopping_or_killing_the_check_ends_its_running_step(how, tmp_path):
+    check = subprocess.Popen([sys.executable, "-m", "suites.gpu_check", "--device", "cpu", "--only", "train_step",
+                              "--progress-s", "1", "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_for(lambda: children(check.pid), 60), "the step never started"
+        [step] = children(check.pid)
+        journal = tmp_path / "train_step.json.journal"  # pytest's session has started: it writes what it finishes
+        assert wait_for(journal.exists, 60), "the step's pytest never started its session"
+        time.sleep(1)
+        check.send_signal(how)
+        check.wait(timeout=60)
+        assert wait_for(lambda: not alive(step), TERM_GRACE_S + 10), "the step outlived the check"
+    finally:
+        if check.poll() is None:
+            check.kill()
+    output = check.stdout.read()
+    assert any("train_step" in line and "running for" in line for line in output.splitlines())  # its progress
+    assert check.returncode == -how  # ended as the signal ends it, after its step
+    if how == signal.SIGTERM:  # the step was stopped, not killed: pytest wrote what it had, marked incomplete
+        assert read_run(tmp_path / "train_step.json").incomplete_reason.startswith("stopped by SIGTERM")
 
 
 @pytest.mark.slow
 def test_a_budgeted_cpu_run_streams_its_rows_skips_with_reasons_and_reads_nothing_stale(tmp_path):
-    stale = {"benchmarks": [{"params": {"dtype": "stale"},
+    stale = {"benchmarks": [{"name": "x", "params": {"dtype": "stale"},
                              "extra_info": {"status": "ok", "tflops": 1e9, "case": "stale/case"}}]}
-    for name in ("matmul.json", "numerics.json", "train_step.json", "conv.json"):
+    for name in ("matmul.json", "numerics.json", "train_step.json"):
         (tmp_path / name).write_text(json.dumps(stale))
+    (tmp_path / "matmul.json.journal").write_text('{"journal": 1}\n')  # a killed run's: pytest would refuse it
     (tmp_path / "rows.jsonl").write_text('{"check": "stale"}\n')
+    only = "preflight,matmul,numerics,train_step,attention_do_bench"
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "suites.gpu_check", "--device", "cpu", "--budget-s", "90",
-                             "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "suites.gpu_check", "--device", "cpu", "--budget-s", "60",
+                             "--only", only, "--progress-s", "2", "--out", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     arrivals = [(time.perf_counter() - start, line) for line in proc.stdout]
     proc.wait()
-    total = time.perf_counter() - start
-    assert total < 100
+    assert time.perf_counter() - start < 70
     rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
     assert {row["step"] for row in rows} == set(STEP_NAMES)  # every step has a row: run, or skipped and why
     skipped = {row["step"]: row["value"] for row in rows if row["figure"] == "skipped"}
-    assert skipped["trace"] == "needs a cuda device; this run measures cpu"
-    assert all(reason.startswith(("needs a cuda device", "over budget")) for reason in skipped.values())
+    assert skipped["attention_do_bench"] == "needs a cuda device; this run measures cpu"
+    assert skipped["train_step"].startswith("over budget")  # its 27 s estimate does not fit after the others
+    assert skipped["conv"] == "not in --only"
+    ran = {row["step"] for row in rows if row["figure"] != "skipped"}
+    assert {"preflight", "matmul"} <= ran
     assert "stale" not in (tmp_path / "rows.jsonl").read_text()
     assert "stale" not in (tmp_path / "matmul.json").read_text()  # rewritten by this run
-    printed = [t for t, line in arrivals if line.startswith("[")]
+    assert all(row["source"] for row in rows)
+    printed = [t for t, line in arrivals if line.startswith("[") and "running for" not in line]
     assert len(printed) == len(rows)
     assert printed[0] < printed[-1] - 5  # the first rows were printed while later steps still ran
-    assert all(row["t_s"] <= 90 for row in rows)
+    assert any("running for" in line and "matmul" in line for _, line in arrivals)  # progress of a slow step
+    assert all(row["t_s"] <= 60 for row in rows)

@@ -193,25 +193,3 @@ def test_bench_file_writes_the_fields_to_the_json(tmp_path):
         assert field in gpt["extra_info"], field
     assert set(measured) == {"baseline/gpt-tiny", "baseline/resnet-tiny"}  # the GPT and the CNN baselines
     assert any(e["params"]["precision"] == "tf32" for e in data["not_measured"])
-
-
-def test_gpu_check_rows_read_the_gpt2_grid(tmp_path):
-    from suites.checks.train_step import gpt2_grid
-
-    entry = {"params": {"model": "gpt2-124m", "lever": "baseline", "precision": "amp_bf16", "compile": "off"},
-             "stats": {"median": 0.05},
-             "extra_info": {"status": "ok", "mfu": 0.42, "mfu_counted": 0.44, "tokens_per_s": 327680.0,
-                            "n_steps": 20, "loss_after_n": 7.1, "bytes_per_param": 16.0, "bytes_per_param_weights": 4.0,
-                            "bytes_per_param_grads": 4.0, "bytes_per_param_master": 0.0,
-                            "bytes_per_param_moments": 8.0}}
-    skipped = {"params": {"model": "gpt2-124m", "lever": "precision", "precision": "tf32", "compile": "on"},
-               "extra_info": {"status": "oom", "reason": "CUDA out of memory"}}
-    (tmp_path / "train_step.json").write_text(json.dumps({"benchmarks": [entry], "not_measured": [skipped]}))
-    rows = {r.figure: r for r in gpt2_grid(tmp_path)}
-    assert len(rows) == 3  # the two settings found, and the memory row
-    assert rows["amp_bf16 compile off"].ok and "20.00 steps/s" in rows["amp_bf16 compile off"].value
-    assert "MFU 42.0 %" in rows["amp_bf16 compile off"].value
-    assert rows["tf32 compile on"].ok is False and "oom" in rows["tf32 compile on"].value
-    assert "fp32 compile off" not in rows  # not run by this check: no row, no failure
-    assert rows["AdamW amp_bf16 bytes/param"].ok
-    assert gpt2_grid(tmp_path / "absent")[0].ok is None

@@ -3,6 +3,8 @@
 Each is named in tests as `tests.user_models:FACTORY`, the way a user names theirs on the command line.
 """
 
+import time
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -95,3 +97,9 @@ def too_big_model() -> nn.Module:
 
 def not_a_model() -> str:
     return "a model"
+
+
+def slow_not_a_model() -> str:
+    """A factory that takes a while (a big checkpoint to load, say) and then returns no model."""
+    time.sleep(1.0)
+    return "a checkpoint path"

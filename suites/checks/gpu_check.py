@@ -1,18 +1,22 @@
 """`python -m suites.gpu_check`: checks a new GPU box inside a time budget, printing each figure as it is known.
 
-The steps run in order of value: a preflight (what machine, driver, versions, and whether Triton and Inductor
-can build here), then the figures that verify the measurement itself (the stream hold keeps a slow host out of
-device time; our timer agrees with torch.utils.benchmark and triton's do_bench), then the suites' must-shows
-(the matmul dtype ladder, tensor cores in traces, flash vs naive attention, conv formats, the GPT-2 step, the
-numerics checks, the largest batch, the telemetry sampler's cost).
+The steps (suites/checks/steps.py) run in order of value to a user of the box, each in a subprocess of its own
+(a pytest run of a bench file measured exactly as the main job measures it, a probe function, or a tool) with
+its own timeout, never longer than what is left of `--budget-s`. Before anything runs, the plan is made from the
+steps' estimates: a budget in which no step fits is an error, and `--plan` prints the plan and runs nothing. A
+step whose estimate no longer fits when its turn comes is skipped with that reason, so the command ends inside
+its budget. A pytest step that runs out of time is sent SIGTERM first, so the cases it finished are written;
+stopping the check itself (SIGTERM, SIGHUP, Ctrl-C) stops the running step the same way before the check ends,
+and on Linux a step also ends when the check is killed outright (suites/core/children.py). A step of more than
+`--progress-s` seconds prints a line that often, naming itself, its time and the last line of its log.
 
-Each step is one subprocess (a pytest run of a bench file measured exactly as the main job measures it, or a
-probe function), with its own timeout, never longer than what is left of `--budget-s`; a step whose estimate no
-longer fits is skipped with that reason, so the command ends inside its budget and never ends empty. A pytest
-step that runs out of time is sent SIGTERM first, so the cases it finished are written. Every row is printed
-and flushed the moment it is known and appended to `rows.jsonl` in `--out`; a step removes its own output files
-before it runs, and `rows.jsonl` starts empty, so nothing of an earlier run into the same folder is read. On a
-CPU (`--device cpu`) the steps that need a GPU are skipped with that reason and the rest run on the quick profile.
+Every row is printed and flushed the moment it is known and appended to `rows.jsonl` in `--out`, with the file
+it was read from; a step removes its own output files (and a journal a killed run left) before it runs, and
+`rows.jsonl` starts empty, so nothing of an earlier run into the same folder is read. On a CPU (`--device
+cpu`) the GPU-only steps are skipped with that reason and the rest run small selections on the quick profile.
+
+The bench files and tools run from this checkout of the repository (`checkout`): outside one, the check says
+so in one line.
 """
 
 from __future__ import annotations
@@ -20,103 +24,46 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
+import re
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tabulate import tabulate
 
-DEFAULT_BUDGET_S = 480.0
-TERM_GRACE_S = 20.0  # after SIGTERM, how long a pytest step has to write the cases it finished
+from reports.errors import InputError
+from reports.load import output_dir
+from suites.checks.bounded import TERM_GRACE_S, Finished, run_bounded
+from suites.checks.rows import ROW_PREFIX, Row
+from suites.checks.steps import PROFILE, STEP_NAMES, STEPS, CheckStep, Reader, StepPlan
+
+DEFAULT_BUDGET_S = 600.0  # the steps' estimates add up to about 570 s on CUDA (`--plan --device cuda`)
+MAX_BUDGET_S = 24 * 3600.0  # longer is a typo (milliseconds?), not a check
 READ_MARGIN_S = 5.0  # kept back from each step's timeout for reading its files and printing
-ROW_PREFIX = "GPU_CHECK_ROW "
+PROGRESS_S = 30.0
+PROGRESS_RANGE_S = (1.0, 3600.0)
+ROOT = Path(__file__).resolve().parents[2]
+CHECKOUT_PARTS = ("bench", "tools", "conftest.py")  # what the steps run from the repository's root
+_CUDA = re.compile(r"cuda(?::(\d+))?")
 
 
-@dataclass
-class Row:
-    """One figure: what it checks, its value, the target it is held to, and whether it passes (None: a figure
-    to read, not a verdict)."""
-
-    check: str
-    figure: str
-    value: str
-    target: str
-    ok: bool | None
-    step: str = ""
+class UsageError(Exception):
+    """A command line the check cannot run: one line on stderr, exit code 2."""
 
 
-@dataclass(frozen=True)
-class StepPlan:
-    """What a step does on one kind of device: its estimated seconds, then a pytest run (bench file and
-    selection; `{out}` stands for --out) or a probe ("module:function" taking (out, device), run in a
-    subprocess), and readers ("module:function" taking out) that turn the files written into rows."""
-
-    estimate_s: float
-    pytest_args: tuple[str, ...] = ()
-    probe: str | None = None
-    readers: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class CheckStep:
-    """A step of the check: a plan per device type (`cuda`, `cpu`); a device type without one is skipped."""
-
-    name: str
-    plans: dict[str, StepPlan]
-    outputs: tuple[str, ...] = field(default=())  # files and folders under --out besides NAME.json and NAME.log
-
-
-MATMUL_READERS = ("suites.checks.matmul:dtype_ladder", "suites.checks.matmul:how_cases_stopped")
-STEPS: tuple[CheckStep, ...] = (
-    CheckStep("preflight", {"cuda": StepPlan(20, probe="suites.checks.preflight:preflight"),
-                       "cpu": StepPlan(8, probe="suites.checks.preflight:preflight")}),
-    CheckStep("timing", {"cuda": StepPlan(45, probe="suites.checks.timing:timing_checks"),
-                    "cpu": StepPlan(20, probe="suites.checks.timing:timing_checks")}),
-    CheckStep("matmul", {
-        "cuda": StepPlan(120, ("bench/test_matmul.py",),
-                     readers=(*MATMUL_READERS, "suites.checks.profiling:telemetry_of_run")),
-        "cpu": StepPlan(15, ("bench/test_matmul.py", "-k", "256x256x256 and (float32 or bfloat16)"),
-                    readers=MATMUL_READERS)}),
-    CheckStep("trace", {"cuda": StepPlan(30, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
-                                     "bfloat16,tf32,float32", "--trace-dir", "{out}/traces"),
-                                readers=("suites.checks.profiling:trace_tensor_cores",))}, outputs=("traces",)),
-    CheckStep("achievable", {"cuda": StepPlan(160, ("bench/test_matmul.py", "-k", "4096x4096x4096", "--bench-dtypes",
-                                           "bfloat16,float8_e4m3fn", "--achievable-peaks", "search",
-                                           "--achievable-cache", "{out}/achievable_cache"),
-                                     readers=("suites.checks.matmul:achievable_peaks",))},
-         outputs=("achievable_cache",)),
-    CheckStep("attention", {"cuda": StepPlan(60, ("bench/test_attention.py", "-k",
-                                         "bfloat16 and (flash or naive) and (4x16x4096x128 or 1x16x16384x128)"),
-                                    readers=("suites.checks.attention:flash_vs_naive",))}),
-    CheckStep("attention_do_bench", {"cuda": StepPlan(25, probe="suites.checks.attention:flash_do_bench")}),
-    CheckStep("conv", {"cuda": StepPlan(45, ("bench/test_conv.py", "-k",
-                                    "k3s1 and x56x56 and (bfloat16 or float32) and fwd_bwd"),
-                               readers=("suites.checks.conv:formats_and_dtypes",))}),
-    CheckStep("train_step", {
-        "cuda": StepPlan(150, ("bench/test_train_step.py", "-k",
-                           "gpt2-124m and (baseline or (precision and (eager or amp_bf16)))"),
-                     readers=("suites.checks.train_step:gpt2_grid", "suites.checks.train_step:steps_and_hosts")),
-        "cpu": StepPlan(25, ("bench/test_train_step.py", "-k", "gpt-tiny and baseline"),
-                    readers=("suites.checks.train_step:steps_and_hosts",))}),
-    CheckStep("numerics", {"cuda": StepPlan(60, ("bench/test_numerics.py",),
-                                            readers=("suites.checks.numerics:ran_once",)),
-                      "cpu": StepPlan(12, ("bench/test_numerics.py", "-k", "format or loss_scaler"),
-                                  readers=("suites.checks.numerics:ran_once",))}),
-    CheckStep("train_step_compiled", {"cuda": StepPlan(200, ("bench/test_train_step.py", "-k",
-                                                    "gpt2-124m and precision and compiled and not amp_bf16"),
-                                              readers=("suites.checks.train_step:steps_and_hosts",))}),
-    CheckStep("batch_size", {"cuda": StepPlan(180, ("bench/test_batch_size.py", "-k",
-                                           "max_batch and gpt2-124m and (checkpoint-off or amp_bf16)"),
-                                     readers=("suites.checks.batch_size:largest_batches",))}),
-    CheckStep("sampler_cost", {"cuda": StepPlan(40, probe="suites.checks.profiling:sampler_cost")}),
-)
-STEP_NAMES = tuple(step.name for step in STEPS)
+def checkout() -> Path:
+    """The repository root the steps run bench/ and tools/ from; a UsageError when this is not a checkout
+    (the package installed elsewhere has no bench files)."""
+    missing = [part for part in CHECKOUT_PARTS if not (ROOT / part).exists()]
+    if missing:
+        raise UsageError(f"gpu_check runs the bench files and tools of a checkout of this repository, and {ROOT} "
+                         f"has no {', '.join(missing)}: run it from a clone (python -m suites.gpu_check)")
+    return ROOT
 
 
 def load_function(name: str) -> Callable:
@@ -133,66 +80,61 @@ def skip_reason(step: CheckStep, device_type: str, left_s: float, only: set[str]
     if plan is None:
         return f"needs a {' or '.join(step.plans)} device; this run measures {device_type}"
     usable = left_s - READ_MARGIN_S - TERM_GRACE_S
-    if plan.estimate_s > usable:
-        return f"over budget: needs about {plan.estimate_s:.0f} s, {max(usable, 0):.0f} s usable left"
+    if plan.estimate.seconds > usable:
+        return f"over budget: needs about {plan.estimate.seconds:.0f} s, {max(usable, 0):.0f} s usable left"
     return None
 
 
 def step_timeout(plan: StepPlan, left_s: float) -> float:
     """A step's own limit: twice its estimate and half a minute, and never past what the budget has left (less
     the time a stopped pytest needs to write its file and the rows need to be read)."""
-    return min(2 * plan.estimate_s + 30, left_s - READ_MARGIN_S - TERM_GRACE_S)
-
-
-class Budget:
-    """Seconds left of --budget-s, from the moment the check started."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds, self.start = seconds, time.perf_counter()
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def left(self) -> float:
-        return self.seconds - self.elapsed()
+    return min(2 * plan.estimate.seconds + 30, left_s - READ_MARGIN_S - TERM_GRACE_S)
 
 
 @dataclass
-class Finished:
-    """A subprocess's outcome: its exit code (None when it was stopped at its timeout), output and seconds."""
+class Planned:
+    """A step's place in the plan: when it would start if every step before took its estimate, or why not."""
 
-    returncode: int | None
-    output: str
-    seconds: float
+    step: CheckStep
+    start_s: float
+    skipped: str | None
 
 
-def run_bounded(cmd: list[str], timeout_s: float, log: Path) -> Finished:
-    """Run `cmd` for at most `timeout_s`; at the limit send SIGTERM (pytest then writes what it finished), and
-    SIGKILL after TERM_GRACE_S. The output goes to `log` as well."""
-    start = time.perf_counter()
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            code: int | None = proc.wait(timeout=max(timeout_s, 1.0))
-        except subprocess.TimeoutExpired:
-            code = None
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=TERM_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    return Finished(code, log.read_text(errors="replace"), time.perf_counter() - start)
+def plan(device_type: str, budget_s: float, only: set[str] | None) -> list[Planned]:
+    """The schedule the estimates give: each step that fits starts when the ones before it would end."""
+    planned, clock = [], 0.0
+    for step in STEPS:
+        reason = skip_reason(step, device_type, budget_s - clock, only)
+        planned.append(Planned(step, clock, reason))
+        if reason is None:
+            clock += step.plans[device_type].estimate.seconds
+    return planned
+
+
+def plan_table(planned: list[Planned], device_type: str, budget_s: float) -> str:
+    """--plan's output: every step with its estimate, what the estimate rests on, and whether it is scheduled."""
+    rows = []
+    for p in planned:
+        est = p.step.plans.get(device_type)
+        rows.append({"step": p.step.name, "at s": f"{p.start_s:.0f}" if p.skipped is None else "",
+                     "est. s": f"{est.estimate.seconds:.0f}" if est else "",
+                     "schedule": p.skipped or "scheduled", "shows": p.step.shows,
+                     "the estimate rests on": f"{est.estimate.parts()}: {est.estimate.rests_on}" if est else ""})
+    scheduled = [p for p in planned if p.skipped is None]
+    total = sum(p.step.plans[device_type].estimate.seconds for p in scheduled)
+    return (tabulate(rows, headers="keys", tablefmt="github", maxcolwidths=[None, None, None, 24, 40, 60])
+            + f"\n\n{len(scheduled)} of {len(planned)} steps scheduled on {device_type} ({PROFILE[device_type]} "
+            f"profile), about {total:.0f} s of a {budget_s:.0f} s budget")
 
 
 def clean(step: CheckStep, out: Path) -> None:
-    """Remove what this step writes, so that its readers see only this run's files."""
-    for name in (f"{step.name}.json", f"{step.name}.log", *step.outputs):
+    """Remove what this step writes (a killed run's journal too), so that its readers see only this run's files
+    and pytest does not refuse to start over a journal."""
+    for name in (f"{step.name}.json", f"{step.name}.json.journal", f"{step.name}.log", *step.outputs):
         path = out / name
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
-        elif path.exists():
+        elif path.exists() or path.is_symlink():
             path.unlink()
 
 
@@ -202,130 +144,265 @@ def _outcome(finished: Finished, timeout_s: float) -> str:
     return f"exit {finished.returncode}"
 
 
-def pytest_rows(step: CheckStep, plan: StepPlan, out: Path, device: str, profile: str, timeout_s: float) -> list[Row]:
-    """Run the step's bench selection under pytest into out/NAME.json; one row says how it went."""
-    args = [arg.replace("{out}", str(out)) for arg in plan.pytest_args]
-    if "--achievable-peaks" not in args:
-        args += ["--achievable-peaks", "off"]  # the search has a step of its own; minutes are not spent per step
-    cmd = [sys.executable, "-m", "pytest", *args, "--benchmark-only", "--device", device, "--bench-profile",
-           profile, "-q", "-p", "no:cacheprovider", f"--benchmark-json={out / f'{step.name}.json'}"]
-    finished = run_bounded(cmd, timeout_s, out / f"{step.name}.log")
-    summary = next((line for line in reversed(finished.output.splitlines()) if " in " in line and "=" not in line),
-                   (finished.output.strip().splitlines() or ["no output"])[-1])
-    return [Row(f"pytest {step.name}", "wall time, result",
-                f"{finished.seconds:.0f} s, {summary.strip()[:160]} ({_outcome(finished, timeout_s)})", "exit 0",
-                finished.returncode == 0)]
+def _pytest_summary(output: str) -> str:
+    """pytest's closing line (`3 passed, 1 skipped in 12.3s`), or the last line it wrote."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    closing = [m.group(1) for line in lines if (m := re.fullmatch(r"=+ (.+ in [\d.]+s.*?) =+", line))]
+    return (closing or lines or ["no output"])[-1][:160]
 
 
-def probe_rows(step: CheckStep, plan: StepPlan, out: Path, device: str, timeout_s: float) -> list[Row]:
-    """Run the step's probe in a subprocess (suites.checks.probe) and read the rows it printed."""
-    cmd = [sys.executable, "-m", "suites.checks.probe", plan.probe, str(out), device]
-    finished = run_bounded(cmd, timeout_s, out / f"{step.name}.log")
+@dataclass
+class StepRun:
+    """What one step runs: where, with which device and profile, within what time; and how it reports."""
+
+    step: CheckStep
+    plan: StepPlan
+    out: Path
+    device: str
+    timeout_s: float
+    progress: Callable[[float, str], None]
+    progress_s: float
+
+    def command(self) -> list[str]:
+        """The step's subprocess: pytest on its bench selection, the probe runner, or its tool."""
+        subst = [arg.replace("{out}", str(self.out)) for arg in (*self.plan.pytest_args, *self.plan.tool)]
+        if self.plan.pytest_args:
+            if "--achievable-peaks" not in subst:  # the search has a step of its own
+                subst += ["--achievable-peaks", "off"]
+            return [sys.executable, "-m", "pytest", *subst, "--benchmark-only", "--device", self.device,
+                    "--bench-profile", PROFILE[self.device.split(":")[0]], "-v", "-p", "no:cacheprovider",
+                    f"--benchmark-json={self.out / f'{self.step.name}.json'}"]
+        if self.plan.probe:
+            return [sys.executable, "-m", "suites.checks.probe", self.plan.probe, str(self.out), self.device]
+        return [sys.executable, str(checkout() / "tools" / subst[0]), *subst[1:]]
+
+    def run(self) -> Finished:
+        return run_bounded(self.command(), self.timeout_s, self.out / f"{self.step.name}.log", checkout(),
+                           self.progress, self.progress_s)
+
+
+def process_rows(run: StepRun, finished: Finished) -> list[Row]:
+    """The rows the subprocess gave: a probe's printed rows, and one row saying how the process went."""
+    name, estimate = run.step.name, run.plan.estimate.seconds
     rows = [Row(**json.loads(line[len(ROW_PREFIX):])) for line in finished.output.splitlines()
             if line.startswith(ROW_PREFIX)]
-    if finished.returncode != 0:
-        tail = (finished.output.strip().splitlines() or ["no output"])[-1]
-        rows.append(Row(step.name, "probe", f"{_outcome(finished, timeout_s)}: {tail[:160]}", "exit 0", False))
-    return rows
+    for row in rows:
+        row.source = row.source or f"probe {run.plan.probe}"
+    took = f"{finished.seconds:.0f} s of an estimated {estimate:.0f} s"
+    if run.plan.pytest_args:
+        value = f"{took}, {_pytest_summary(finished.output)} ({_outcome(finished, run.timeout_s)})"
+        return [*rows, Row(f"pytest {name}", "wall time, result", value, "exit 0", finished.returncode == 0,
+                           source=f"{name}.log")]
+    tail = (finished.output.strip().splitlines() or ["no output"])[-1][:160]
+    ok = finished.returncode == 0
+    return [*rows, Row(name, "wall time, result", f"{took} ({_outcome(finished, run.timeout_s)})"
+                       + ("" if ok else f": {tail}"), "exit 0", ok, source=f"{name}.log")]
 
 
-def reader_rows(name: str, out: Path) -> list[Row]:
+def reader_rows(reader: Reader, out: Path, step: str) -> list[Row]:
+    """The reader's rows from the results of `step`; a reader that fails gives one failing row and never hides
+    the others' figures."""
     try:
-        return load_function(name)(out)
-    except json.JSONDecodeError as exc:
-        return [Row(name, "results", f"not complete JSON ({exc.msg}): the run was stopped before it wrote them",
-                    "", False)]
-    except Exception as exc:  # one failing reader must not hide the others' figures
-        return [Row(name, "error", f"{type(exc).__name__}: {exc}"[:160], "", False)]
+        return load_function(reader.rows)(out, step)
+    except InputError as exc:  # results missing, truncated, or not results at all: named by reports.load
+        return [Row(reader.rows, "results", str(exc)[:200], "readable results", False, source="reports.load")]
+    except Exception as exc:  # the readers' boundary: one reader's bug costs its rows only
+        return [Row(reader.rows, "error", f"{type(exc).__name__}: {exc}"[:200], "", False, source=reader.rows)]
 
 
-def run_step(step: CheckStep, plan: StepPlan, out: Path, device: str, timeout_s: float) -> Iterator[Row]:
-    clean(step, out)
-    profile = "full" if device.startswith("cuda") else "quick"
-    if plan.pytest_args:
-        yield from pytest_rows(step, plan, out, device, profile, timeout_s)
-    if plan.probe:
-        yield from probe_rows(step, plan, out, device, timeout_s)
-    for name in plan.readers:
-        yield from reader_rows(name, out)
+def run_step(run: StepRun) -> Iterator[Row]:
+    clean(run.step, run.out)
+    yield from process_rows(run, run.run())
+    for reader in run.plan.readers:
+        yield from reader_rows(reader, run.out, run.step.name)
 
 
 class Report:
     """Prints each row as it comes (flushed) and appends it to rows.jsonl with the seconds since the start."""
 
-    def __init__(self, out: Path, budget: Budget) -> None:
-        self.path, self.budget, self.rows = out / "rows.jsonl", budget, []
+    def __init__(self, out: Path, clock: Callable[[], float]) -> None:
+        self.path, self.clock, self.rows = out / "rows.jsonl", clock, []
         self.path.write_text("")
 
     def emit(self, row: Row) -> None:
         self.rows.append(row)
         mark = {True: "PASS", False: "FAIL", None: "    "}[row.ok]
-        print(f"[{self.budget.elapsed():6.1f} s] {mark} {row.step:<20} {row.check}: {row.figure} = {row.value}"
+        print(f"[{self.clock():6.1f} s] {mark} {row.step:<19} {row.check}: {row.figure} = {row.value}"
               + (f" (target {row.target})" if row.target else ""), flush=True)
         with self.path.open("a") as fh:
-            fh.write(json.dumps(asdict(row) | {"t_s": round(self.budget.elapsed(), 2)}) + "\n")
+            fh.write(json.dumps(asdict(row) | {"t_s": round(self.clock(), 2)}) + "\n")
+
+    def progress(self, step: str, limit_s: float) -> Callable[[float, str], None]:
+        """A running step's progress line (printed, not a row): its time so far and its log's last line."""
+        def say(elapsed: float, line: str) -> None:
+            print(f"[{self.clock():6.1f} s]      {step:<19} running for {elapsed:.0f} s of its {limit_s:.0f} s limit"
+                  + (f": {line[:110]}" if line else ""), flush=True)
+        return say
 
 
-def resolve_device(option: str) -> str:
-    """`auto` is `cuda` when torch sees a GPU, else `cpu`."""
-    if option != "auto":
-        return option
-    import torch
+@dataclass
+class Options:
+    """A run's checked options: the absolute --out folder, the device string the steps get, the budget, the
+    steps of --only (None: all) and the progress interval."""
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def parse_only(text: str | None) -> set[str] | None:
-    if not text:
-        return None
-    names = {name.strip() for name in text.split(",") if name.strip()}
-    unknown = sorted(names - set(STEP_NAMES))
-    if unknown or not names:
-        raise SystemExit(f"error: --only: unknown step {', '.join(unknown) or '(none given)'}; "
-                         f"steps: {', '.join(STEP_NAMES)}")
-    return names
+    out: Path
+    device: str
+    budget_s: float
+    only: set[str] | None
+    progress_s: float
 
 
-def check(out: Path, device: str, budget: Budget, only: set[str] | None) -> list[Row]:
+def check(options: Options, clock: Callable[[], float]) -> list[Row]:
     """Run every step that fits, in order; return all rows (printed and saved as they came)."""
-    report = Report(out, budget)
-    device_type = device.split(":")[0]
+    report = Report(options.out, clock)
+    device_type = options.device.split(":")[0]
     for step in STEPS:
-        reason = skip_reason(step, device_type, budget.left(), only)
+        left = options.budget_s - clock()
+        reason = skip_reason(step, device_type, left, options.only)
         if reason is not None:
-            report.emit(Row(step.name, "skipped", reason, "", None, step.name))
+            report.emit(Row(step.name, "skipped", reason, "", None, step.name, "plan"))
             continue
-        plan = step.plans[device_type]
-        for row in run_step(step, plan, out, device, step_timeout(plan, budget.left())):
+        plan_ = step.plans[device_type]
+        timeout = step_timeout(plan_, left)
+        run = StepRun(step, plan_, options.out, options.device, timeout, report.progress(step.name, timeout),
+                      options.progress_s)
+        for row in run_step(run):
             row.step = step.name
             report.emit(row)
     return report.rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suites.gpu_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="gpu_check", help="directory for rows.jsonl, JSON and logs")
-    parser.add_argument("--device", default="auto", help="auto (default: cuda when available), cuda, cuda:N or cpu")
-    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
-                        help=f"seconds the whole check may take (default {DEFAULT_BUDGET_S:g})")
-    parser.add_argument("--only", help=f"comma-separated steps to run (default: all): {', '.join(STEP_NAMES)}")
-    args = parser.parse_args(argv)
-    if not args.budget_s > 0 or args.budget_s == float("inf"):
-        parser.error(f"--budget-s {args.budget_s}: expected a positive number of seconds")
-    only = parse_only(args.only)
-    out = Path(args.out)
+def parent_device(option: str) -> str:
+    """The device the steps measure, decided without a CUDA context in this process (the steps make their own):
+    `auto` is `cuda` when torch sees a GPU, else `cpu`."""
+    if option == "cpu":
+        return option
+    cuda = _CUDA.fullmatch(option)
+    if option != "auto" and cuda is None:
+        raise UsageError(f"--device {option}: expected auto, cpu, cuda or cuda:N")
+    import torch
+
+    if not torch.cuda.is_available():
+        if option == "auto":
+            return "cpu"
+        raise UsageError(f"--device {option}: no CUDA device is available here (torch {torch.__version__})")
+    if cuda and cuda.group(1) and int(cuda.group(1)) >= torch.cuda.device_count():
+        raise UsageError(f"--device {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return "cuda" if option == "auto" else option
+
+
+def plan_device(option: str) -> str:
+    """--plan's device type: cpu or cuda as given (no GPU needed to see a GPU's plan), auto as this machine."""
+    if option == "cpu" or _CUDA.fullmatch(option):
+        return option.split(":")[0]
+    return parent_device(option).split(":")[0]
+
+
+def parse_only(text: str | None) -> set[str] | None:
+    if text is None:
+        return None
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = sorted(names - set(STEP_NAMES))
+    if unknown or not names:
+        raise UsageError(f"--only: unknown step {', '.join(unknown) or '(none given)'}; steps: {', '.join(STEP_NAMES)}")
+    return names
+
+
+def parse_budget(seconds: float) -> float:
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_BUDGET_S):
+        raise UsageError(f"--budget-s {seconds:g}: expected seconds between 0 and {MAX_BUDGET_S:.0f}")
+    return seconds
+
+
+def parse_progress(seconds: float) -> float:
+    low, high = PROGRESS_RANGE_S
+    if not (math.isfinite(seconds) and low <= seconds <= high):
+        raise UsageError(f"--progress-s {seconds:g}: expected seconds between {low:g} and {high:g}")
+    return seconds
+
+
+def nothing_fits(planned: list[Planned], device_type: str, budget_s: float) -> str | None:
+    """Why a budget is an error: no step it would run (every one skipped for time, device or --only)."""
+    if any(p.skipped is None for p in planned):
+        return None
+    candidates = [p.step.plans[device_type].estimate.seconds for p in planned
+                  if device_type in p.step.plans and p.skipped != "not in --only"]
+    if not candidates:
+        return "no step selected runs on this device"
+    need = min(candidates) + READ_MARGIN_S + TERM_GRACE_S
+    return f"--budget-s {budget_s:g}: no step fits; the smallest needs about {need:.0f} s (see --plan)"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m suites.gpu_check", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="gpu_check", help="directory for rows.jsonl, JSON and logs")
+    p.add_argument("--device", default="auto", help="auto (default: cuda when available), cuda, cuda:N or cpu")
+    p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                   help=f"seconds the whole check may take (default {DEFAULT_BUDGET_S:g}, at most {MAX_BUDGET_S:g})")
+    p.add_argument("--only", help=f"comma-separated steps to run (default: all): {', '.join(STEP_NAMES)}")
+    p.add_argument("--plan", action="store_true",
+                   help="print the schedule for this budget and device (with what each estimate rests on); run nothing")
+    p.add_argument("--progress-s", type=float, default=PROGRESS_S,
+                   help=f"a running step prints a progress line this often (default {PROGRESS_S:g} s)")
+    return p
+
+
+def run_check(options: Options) -> int:
+    start = time.perf_counter()
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        parser.error(f"--out {out}: {exc.strerror or exc}")
-    budget = Budget(args.budget_s)
-    rows = check(out, resolve_device(args.device), budget, only)
+        rows = check(options, lambda: time.perf_counter() - start)
+    except KeyboardInterrupt:  # Ctrl-C: the running step was stopped first (suites/core/children.py)
+        print(f"\ngpu_check stopped; the rows so far are in {options.out / 'rows.jsonl'}", file=sys.stderr)
+        return 130
     print()
-    print(tabulate([{k: v for k, v in asdict(r).items()} for r in rows], headers="keys", tablefmt="github"))
+    print(tabulate([asdict(r) for r in rows], headers="keys", tablefmt="github"))
     failed = sum(r.ok is False for r in rows)
-    print(f"\n{len(rows)} rows, {failed} failed, in {budget.elapsed():.0f} s of a {args.budget_s:.0f} s budget; "
-          f"rows in {out / 'rows.jsonl'}")
+    skipped = sum(r.figure == "skipped" and r.value.startswith("over budget") for r in rows)
+    print(f"\n{len(rows)} rows, {failed} failed, {skipped} steps skipped for time, in {time.perf_counter() - start:.0f}"
+          f" s of a {options.budget_s:.0f} s budget; rows in {options.out / 'rows.jsonl'}")
     return 1 if failed else 0
+
+
+def options(args: argparse.Namespace) -> Options:
+    """The run's options, checked: a UsageError for a bad value, for a budget that runs nothing, outside a
+    checkout; an InputError when --out cannot be made or written."""
+    budget_s, only, progress_s = parse_budget(args.budget_s), parse_only(args.only), parse_progress(args.progress_s)
+    checkout()
+    device = parent_device(args.device)
+    device_type = device.split(":")[0]
+    if reason := nothing_fits(plan(device_type, budget_s, only), device_type, budget_s):
+        raise UsageError(reason)
+    try:
+        out = output_dir(Path(args.out).resolve())
+        (out / "rows.jsonl").touch()
+    except OSError as exc:
+        raise InputError(f"{args.out}: {exc.strerror or exc}") from None
+    return Options(out, device, budget_s, only, progress_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return checked_main(parser().parse_args(argv))
+    except BrokenPipeError:  # `... | head`: the reader left; no traceback, and no second error at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def checked_main(args: argparse.Namespace) -> int:
+    try:
+        if args.plan:
+            budget_s, only = parse_budget(args.budget_s), parse_only(args.only)
+            device_type = plan_device(args.device)
+            print(plan_table(plan(device_type, budget_s, only), device_type, budget_s))
+            return 0
+        checked = options(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except InputError as exc:
+        print(f"error: --out {exc}", file=sys.stderr)
+        return 2
+    return run_check(checked)
 
 
 if __name__ == "__main__":

@@ -1,95 +1,130 @@
 """gpu_check rows of the matmul runs: the dtype ladder, how every case's sampling ended, the achievable peaks.
 
-Both read `matmul.json` (gpu_check's `matmul` step). The ladder gives, per dtype, the best TFLOP/s of the run
-and its percent of the datasheet peak (a figure above 100 % means a wrong peak or a wrong timing, so it fails);
-the stopping summary counts stop reasons, host-bound cases and samples the hold dropped, the evidence that the
-figures are device time and that the stopping rule ends.
+The ladder and the stopping summary read `matmul.json` (gpu_check's `matmul` step) through reports.load. The
+ladder gives, per dtype, the best TFLOP/s of the run and its percent of the datasheet peak (a figure above 100 %
+means a wrong peak or a wrong timing, so it fails), and one row per case not measured (unsupported dtypes,
+out of memory) with its reason; the stopping summary counts stop reasons, host-bound cases and samples the
+hold dropped, the evidence that the figures are device time and that the stopping rule ends.
+
+`achievable_search` is a probe: a search shorter than the full profile's (the check cannot spend minutes on
+it), its peaks beside the datasheet's; mamf-finder found about 80 % (bf16) and 71-73 % (fp8) on H100/H200.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
-from suites.checks.gpu_check import Row
+import torch
+
+from suites.checks.rows import Row, number, read_step, sourced, status_text
+from suites.core import achievable
+from suites.core import device as devices
+from suites.core.cases import Unsupported
 
 TIMEOUT_SHARE_LIMIT = 0.1  # more cases than this ending at the timeout: the stopping rule does not fit this GPU
+# The check's search: the plan of the device's profile with shorter budgets (CUDA: 20 s per dtype instead of 60).
+SEARCH_BUDGETS_S = {"cuda": (20.0, 5.0), "cpu": (3.5, 2.0)}  # (per dtype, bandwidth)
+SEARCH_PROFILE = {"cuda": "full", "cpu": "quick"}
+SEARCH_DTYPES = {"cuda": ("bfloat16", "float8_e4m3fn"), "cpu": ("float32", "bfloat16")}
 
 
-def _run(out: Path) -> dict | None:
-    path = out / "matmul.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def _missing() -> list[Row]:
-    return [Row("matmul", "matmul.json not written", "the pytest run failed or was stopped", "", False)]
-
-
-def dtype_ladder(out: Path) -> list[Row]:
-    """Per dtype: the best TFLOP/s of the run, its case, and its percent of peak where a peak is known."""
-    run = _run(out)
-    if run is None:
-        return _missing()
+def ladder_rows(cases: list[dict]) -> Iterator[Row]:
+    """The best measured case of each dtype, then every case not measured with its reason."""
     best: dict[str, dict] = {}
-    for bench in run["benchmarks"]:
-        info = bench["extra_info"]
-        dtype = bench["params"].get("dtype")
-        if info.get("status") == "ok" and info.get("tflops") and info["tflops"] > best.get(dtype, {}).get("tflops", 0):
-            best[dtype] = info
-    rows = []
-    for dtype, info in best.items():
-        pct = info.get("pct_peak")
-        value = f"{info['tflops']:.3g} TFLOP/s ({info['case']})" + (f", {pct:.1f} % of peak" if pct else "")
-        rows.append(Row("matmul dtype ladder", dtype, value, "< 100 % of peak" if pct else "",
-                        pct < 100 if pct else None))
-    for entry in run.get("not_measured", []):
-        info = entry.get("extra_info", {})
-        rows.append(Row("matmul not measured", info.get("case", entry.get("name", "?")),
-                        f"{info.get('status')}: {info.get('reason')}"[:160], "", None))
-    return rows
+    for entry in cases:
+        tflops = number(entry, "tflops")
+        if entry.get("status") == "ok" and tflops and tflops > (number(best.get(entry.get("dtype"), {}), "tflops")
+                                                                or 0):
+            best[entry.get("dtype")] = entry
+    for dtype, entry in best.items():
+        pct = number(entry, "pct_peak")
+        value = f"{entry['tflops']:.3g} TFLOP/s ({entry.get('case')})" + (f", {pct:.1f} % of peak" if pct else "")
+        yield Row("matmul dtype ladder", str(dtype), value, "< 100 % of peak" if pct else "",
+                  pct < 100 if pct else None)
+    for entry in cases:
+        if entry.get("status") != "ok":
+            yield Row("matmul not measured", str(entry.get("case")), status_text(entry), "", None)
 
 
-def how_cases_stopped(out: Path) -> list[Row]:
-    """Stop reasons, host-bound cases and dropped samples over the run's measured cases."""
-    run = _run(out)
-    if run is None:
-        return _missing()
-    infos = [b["extra_info"] for b in run["benchmarks"]]
-    reasons = Counter(info.get("stop_reason", "absent") for info in infos)
-    timeouts = reasons.get("timeout", 0) / max(len(infos), 1)
-    host_bound = [info["case"] for info in infos if info.get("host_bound")]
-    dropped = sum(info.get("dropped_samples", 0) for info in infos)
+def dtype_ladder(out: Path, step: str) -> list[Row]:
+    """Per dtype: the best TFLOP/s of the run, its case, and its percent of peak where a peak is known."""
+    run = read_step(out, step)
+    rows = list(ladder_rows(run.cases))
+    return sourced(run, rows or [Row("matmul dtype ladder", "cases", "none recorded", "some", False)])
+
+
+def ladder_gaps(cases: list[dict]) -> list[str]:
+    """The ladder needs float32 and bfloat16 at least (the dtypes every device runs)."""
+    return [f"no {dtype} case" for dtype in ("float32", "bfloat16") if not any(c.get("dtype") == dtype for c in cases)]
+
+
+def stopping_rows(cases: list[dict]) -> list[Row]:
+    """Stop reasons, host-bound cases and dropped samples over the measured cases."""
+    measured = [c for c in cases if "median_s" in c]
+    reasons = Counter(str(c.get("stop_reason", "absent")) for c in measured)
+    timeouts = reasons.get("timeout", 0) / max(len(measured), 1)
+    host_bound = [str(c.get("case")) for c in measured if c.get("host_bound") is True]
+    dropped = int(sum(number(c, "dropped_samples") or 0 for c in measured))
+    listed = ", ".join(host_bound[:3]) + ("..." if len(host_bound) > 3 else "")
     return [
         Row("matmul stopping", "stop reasons", str(dict(reasons)), f"timeouts <= {TIMEOUT_SHARE_LIMIT:.0%}",
-            bool(infos) and timeouts <= TIMEOUT_SHARE_LIMIT),
-        Row("matmul stopping", "host-bound cases, samples dropped by the hold",
-            f"{len(host_bound)} ({', '.join(host_bound[:3])}{'...' if len(host_bound) > 3 else ''}), {dropped}",
-            "", None),
+            bool(measured) and timeouts <= TIMEOUT_SHARE_LIMIT),
+        Row("matmul stopping", "host-bound cases, samples dropped by the hold", f"{len(host_bound)} ({listed}), "
+            f"{dropped}", "", None),
     ]
 
 
-def achievable_peaks(out: Path) -> list[Row]:
-    """The searched bf16 and fp8 gemm peaks and memory bandwidth (`achievable.json`'s machine_info), each beside
-    the datasheet peak of the same run: mamf-finder found about 80 % (bf16) and 71-73 % (fp8) on H100/H200."""
-    path = out / "achievable.json"
-    if not path.exists():
-        return [Row("achievable", "achievable.json not written", "the pytest run failed or was stopped", "", False)]
-    machine = json.loads(path.read_text())["machine_info"]
-    found = machine.get("achievable") or {}
-    if not found.get("flops"):
-        return [Row("achievable", "search", str(found.get("reason") or found.get("missing")), "a peak", False)]
-    datasheet = machine.get("gpu", {}).get("peaks", {})
-    rows = []
-    for dtype, peak in found["flops"].items():
-        sheet = datasheet.get(dtype, {}).get("value")
-        share = f", {100 * peak['value'] / sheet:.1f} % of the datasheet's {sheet / 1e12:.0f}" if sheet else ""
-        rows.append(Row("achievable gemm", dtype, f"{peak['value'] / 1e12:.1f} TFLOP/s at {peak['at']}{share}",
-                        "< datasheet", peak["value"] < sheet if sheet else None))
-    if found.get("bandwidth"):
-        bandwidth = found["bandwidth"]
-        sheet = datasheet.get("bandwidth", {}).get("value")
-        share = f", {100 * bandwidth['value'] / sheet:.1f} % of the datasheet" if sheet else ""
-        rows.append(Row("achievable bandwidth", bandwidth["at"], f"{bandwidth['value'] / 1e9:.0f} GB/s{share}",
-                        "< datasheet", bandwidth["value"] < sheet if sheet else None))
-    return rows
+def how_cases_stopped(out: Path, step: str) -> list[Row]:
+    run = read_step(out, step)
+    return sourced(run, stopping_rows(run.cases))
+
+
+def search_plan(device_type: str) -> achievable.SearchPlan:
+    """The profile's search plan with the check's shorter budgets."""
+    gemm_s, bandwidth_s = SEARCH_BUDGETS_S[device_type]
+    return dataclasses.replace(achievable.PLANS[(device_type, SEARCH_PROFILE[device_type])], gemm_budget_s=gemm_s,
+                               bandwidth_budget_s=bandwidth_s)
+
+
+def peak_rows(peaks: achievable.Peaks, datasheet: dict, plan: achievable.SearchPlan) -> Iterator[Row]:
+    """Each searched figure beside the datasheet's (CUDA), and why a dtype has none."""
+    short = f"a {plan.gemm_budget_s:g} s search per dtype"
+    for dtype, found in peaks.flops.items():
+        sheet = number(datasheet.get(dtype) or {}, "value")
+        share = f", {100 * found.value / sheet:.1f} % of the datasheet's {sheet / 1e12:.0f}" if sheet else ""
+        yield Row("achievable gemm", dtype, f"{found.value / 1e12:.4g} TFLOP/s at {found.at}{share} ({short}, "
+                  f"{found.tried} shapes)", "< datasheet" if sheet else "", found.value < sheet if sheet else None)
+    for what, reason in peaks.missing.items():
+        yield Row("achievable", what, f"none: {reason}"[:160], "a figure", False)
+    if peaks.bandwidth is not None:
+        sheet = number(datasheet.get("bandwidth") or {}, "value")
+        share = f", {100 * peaks.bandwidth.value / sheet:.1f} % of the datasheet" if sheet else ""
+        yield Row("achievable bandwidth", peaks.bandwidth.at, f"{peaks.bandwidth.value / 1e9:.0f} GB/s{share}",
+                  "< datasheet" if sheet else "", peaks.bandwidth.value < sheet if sheet else None)
+
+
+def achievable_search(out: Path, device: torch.device) -> Iterator[Row]:
+    """Search the gemm peaks of two dtypes and the bandwidth with the check's plan, save them in
+    out/achievable.json, and give them beside the datasheet peaks."""
+    plan = search_plan(device.type)
+    peaks = achievable.Peaks(profile=f"gpu_check ({SEARCH_PROFILE[device.type]}, shortened)",
+                             identity=achievable.identity(device), source="searched by gpu_check")
+    for dtype in SEARCH_DTYPES[device.type]:
+        try:
+            peaks.flops[dtype] = achievable.search_gemm(dtype, device, plan)
+        except Unsupported as exc:
+            peaks.missing[dtype] = str(exc)
+    peaks.kernels = achievable.search_bandwidth(device, plan)
+    if peaks.kernels:
+        peaks.bandwidth = max(peaks.kernels.values(), key=lambda f: f.value)
+    else:
+        peaks.missing["bandwidth"] = "no copy or triad array size of the plan fits in memory"
+    (out / "achievable.json").write_text(json.dumps(peaks.as_dict(), indent=1))
+    datasheet = devices.gpu_info(device).peaks if device.type == "cuda" else {}
+    for row in peak_rows(peaks, datasheet, plan):
+        row.source = "achievable.json"
+        yield row

@@ -1,25 +1,22 @@
-"""gpu_check rows of the numerics run: every check passed, and each ran once, never timed as a kernel."""
+"""gpu_check rows of the numerics run (read through reports.load): every check passed, and each ran once, never
+timed as a kernel."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
-from suites.checks.gpu_check import Row
+from suites.checks.rows import Row, read_step, sourced, status_text
 
 
-def ran_once(out: Path) -> list[Row]:
-    path = out / "numerics.json"
-    if not path.exists():
-        return [Row("numerics", "numerics.json not written", "the pytest run failed or was stopped", "", False)]
-    run = json.loads(path.read_text())
-    entries = run["benchmarks"] + run.get("not_measured", [])
-    statuses = Counter(e["extra_info"].get("status") for e in entries)
-    once = sum(e["extra_info"].get("stop_reason") == "once" for e in run["benchmarks"])
-    failed = [e["extra_info"]["case"] for e in entries if e["extra_info"].get("status") == "error"]
-    return [
-        Row("numerics", "case statuses", str(dict(statuses)), "no error", not failed and bool(entries)),
-        Row("numerics", "cases run once (not sampled)", f"{once}/{len(run['benchmarks'])}", "all",
-            once == len(run["benchmarks"])),
-    ] + [Row("numerics failed", case, "error", "ok", False) for case in failed]
+def ran_once(out: Path, step: str) -> list[Row]:
+    run = read_step(out, step)
+    statuses = Counter(str(e.get("status")) for e in run.cases)
+    measured = [e for e in run.cases if "median_s" in e]
+    once = sum(e.get("stop_reason") == "once" for e in measured)
+    failed = [e for e in run.cases if e.get("status") not in ("ok", "unsupported")]
+    return sourced(run, [
+        Row("numerics", "case statuses", str(dict(statuses)), "no error", not failed and bool(run.cases)),
+        Row("numerics", "cases run once (not sampled)", f"{once}/{len(measured)}", "all",
+            bool(measured) and once == len(measured)),
+    ] + [Row("numerics failed", str(e.get("case")), status_text(e), "ok", False) for e in failed])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from suites.checks.gpu_check import Row
+from suites.checks.rows import Row
 from suites.core import device as devices
 from suites.core import nvml
 from suites.observers.telemetry import REASON_GETTERS, decode_reasons

@@ -1,8 +1,9 @@
 """`python -m suites.checks.probe MODULE:FUNCTION OUT DEVICE`: one probe of the GPU check, in its own process.
 
 gpu_check runs each probe here so that a hang or a crash costs one step (it has a timeout), not the check.
-The function takes (out folder, torch.device) and returns rows; each is printed on its own line as JSON behind
-gpu_check's ROW_PREFIX, flushed at once. An exception ends the probe with its first line and exit code 1.
+The function takes (out folder, torch.device) and returns or yields rows; each is printed on its own line as JSON
+behind ROW_PREFIX, flushed as soon as the function gives it (the rows before a failure are kept). An exception
+ends the probe with its first line and exit code 1.
 """
 
 from __future__ import annotations
@@ -14,19 +15,19 @@ from pathlib import Path
 
 import torch
 
-from suites.checks.gpu_check import ROW_PREFIX, load_function
+from suites.checks.gpu_check import load_function
+from suites.checks.rows import ROW_PREFIX
 from suites.core.runner import first_line
 
 
 def main(argv: list[str] | None = None) -> int:
     name, out, device = argv if argv is not None else sys.argv[1:]
     try:
-        rows = load_function(name)(Path(out), torch.device(device))
+        for row in load_function(name)(Path(out), torch.device(device)):
+            print(ROW_PREFIX + json.dumps(asdict(row)), flush=True)
     except Exception as exc:  # the probe's boundary: gpu_check records the failure as a row
         print(first_line(exc), flush=True)
         return 1
-    for row in rows:
-        print(ROW_PREFIX + json.dumps(asdict(row)), flush=True)
     return 0
 
 

@@ -10,12 +10,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from suites.checks.crosscheck import ours_vs_do_bench, ours_vs_torch_benchmark
-from suites.checks.gpu_check import Row
+from suites.checks.rows import Row
 from suites.core.timing import FULL, QUICK, measure
 from suites.ops import matmul
 
@@ -46,19 +47,20 @@ def host_bound_rows(device: torch.device) -> list[Row]:
     ]
 
 
-def timing_checks(out: Path, device: torch.device) -> list[Row]:
+def timing_checks(out: Path, device: torch.device) -> Iterator[Row]:
+    """Each row as soon as it is measured, so that a later part failing (triton missing) keeps the earlier ones."""
     cuda = device.type == "cuda"
     case = matmul.make_case(CUDA_GEMM if cuda else CPU_GEMM, "bfloat16" if cuda else "float32")
-    rows = host_bound_rows(device) if cuda else []
+    if cuda:
+        yield from host_bound_rows(device)
     theirs = ours_vs_torch_benchmark(case, device, rule=FULL if cuda else QUICK)
-    rows.append(Row("timing vs torch.utils.benchmark", case.id,
-                    f"ratio {theirs['ratio']:.3f} (ours {theirs['ours_s'] * 1e6:.1f} us, "
-                    f"theirs {theirs['torch_utils_benchmark_s'] * 1e6:.1f} us)", "within 5 %" if cuda else "",
-                    abs(theirs["ratio"] - 1) <= 0.05 if cuda else None))
+    yield Row("timing vs torch.utils.benchmark", case.id,
+              f"ratio {theirs['ratio']:.3f} (ours {theirs['ours_s'] * 1e6:.1f} us, "
+              f"theirs {theirs['torch_utils_benchmark_s'] * 1e6:.1f} us)", "within 5 %" if cuda else "",
+              abs(theirs["ratio"] - 1) <= 0.05 if cuda else None)
     if cuda:
         cold = ours_vs_do_bench(case, device)
-        rows.append(Row("timing vs triton do_bench", f"{case.id} (L2 flushed)",
-                        f"ratio {cold['ratio']:.3f} (ours {cold['ours_cold_s'] * 1e6:.1f} us, do_bench "
-                        f"{cold['do_bench_s'] * 1e6:.1f} us, {cold['tflops']:.0f} TFLOP/s)", "within 3 %",
-                        abs(cold["ratio"] - 1) <= 0.03))
-    return rows
+        yield Row("timing vs triton do_bench", f"{case.id} (L2 flushed)",
+                  f"ratio {cold['ratio']:.3f} (ours {cold['ours_cold_s'] * 1e6:.1f} us, do_bench "
+                  f"{cold['do_bench_s'] * 1e6:.1f} us, {cold['tflops']:.0f} TFLOP/s)", "within 3 %",
+                  abs(cold["ratio"] - 1) <= 0.03)

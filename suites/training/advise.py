@@ -4,22 +4,34 @@ It checks the model, batch and loss in one float32 forward (a problem is one lin
 file of the few lines a user would write (suites.training.user_model), and runs it under pytest exactly as the
 main job runs its suites, JSON included. From the measured cases it picks the levers that each made the step
 faster beyond the noise, measures that combination as one more case, and recommends the fastest measured
-setting that fits the memory budget and whose loss after the seeded steps stays close to fp32's.
+setting that fits the memory budget and whose loss after the seeded steps stays finite and close to fp32's.
+
+It reads the sweep's results through `reports.load` (the project's one checked reader), says every PROGRESS_S
+what it is doing (a slow factory, how many cases the sweep has finished), and its pytest child ends with it
+(suites/core/children.py): stopping advise never leaves a run measuring behind it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import math
+import re
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tabulate import tabulate
 
+from reports import load as results
+from reports.errors import InputError
+from suites.core import children
 from suites.core import device as devices
 from suites.core.timing import RULES
 from suites.core.units import parse_bytes
@@ -56,24 +68,32 @@ class Row:
 
 
 def levers_of(params: dict) -> Levers:
-    """The settings of a case from its JSON params (the inverse of user_model's params)."""
+    """The settings of a case from its params (the inverse of user_model's params)."""
     return Levers(precision=params["precision"], compile=params["compile"] == "on", optimizer=params["optimizer"],
                   checkpoint=params["checkpoint"] != "off", accum=int(params["accum"]), sync=params["sync"] != "none",
                   memory_format=params["memory_format"])
 
 
-def _row(params: dict, info: dict, stats: dict | None) -> Row:
-    label = info.get("case", "").rsplit("/", 1)[-1]
-    times = (stats["median"], stats["q1"], stats["q3"]) if stats else (None, None, None)
-    return Row(params["lever"], label, levers_of(params), info.get("status", "error"), info.get("reason"), *times,
-               info.get("peak_mem_bytes"), info.get("loss_first"), info.get("loss_after_n"))
+FIELDS = ("case", "lever", "status", "reason", "median_s", "q1_s", "q3_s", "peak_mem_bytes", "loss_first",
+          "loss_after_n")
+
+
+def _present(value: object) -> object:
+    """A frame cell as a Python value: None where the case has no such field (pandas' NaN)."""
+    return None if pd.isna(value) else value
+
+
+def _row(record: dict) -> Row:
+    get = {key: _present(record.get(key)) for key in FIELDS}.get
+    label = str(get("case") or "").rsplit("/", 1)[-1]
+    return Row(get("lever"), label, levers_of(record), get("status") or "error", get("reason"), get("median_s"),
+               get("q1_s"), get("q3_s"), get("peak_mem_bytes"), get("loss_first"), get("loss_after_n"))
 
 
 def read_rows(path: Path) -> list[Row]:
-    """Measured and not-measured cases of a pytest-benchmark JSON written by the sweep."""
-    data = json.loads(path.read_text())
-    rows = [_row(b["params"], b["extra_info"], b.get("stats")) for b in data.get("benchmarks", [])]
-    return rows + [_row(n["params"], n["extra_info"], None) for n in data.get("not_measured", [])]
+    """Measured and not-measured cases of a results file written by the sweep, read by the reports' loader (the
+    project's one checked reader of results files)."""
+    return [_row(record) for record in results.load([path]).to_dict("records")]
 
 
 def add_parity(rows: list[Row]) -> None:
@@ -101,10 +121,21 @@ def rejection(row: Row, budget: int | None) -> str | None:
         return f"fails: {row.reason}"
     if budget is not None and row.peak_mem_bytes is not None and row.peak_mem_bytes > budget:
         return f"over the memory budget ({_bytes(row.peak_mem_bytes)} > {_bytes(budget)})"
+    if not _finite(row.loss_first) or not _finite(row.loss_after_n):
+        return ("no finite loss: the seeded steps ended with a loss of "
+                f"{'NaN or inf' if row.loss_after_n is None else row.loss_after_n} (first {row.loss_first})")
+    if row.parity_rel is not None and not math.isfinite(row.parity_rel):
+        return "the loss cannot be compared with fp32's: fp32's own loss is not finite"
     if row.parity_rel is not None and row.parity_rel > PARITY_TOLERANCE:
         return (f"diverges: loss after the seeded steps {row.parity_rel:.1%} of fp32's progress away "
                 f"(tolerance {PARITY_TOLERANCE:.0%})")
     return None
+
+
+def _finite(value: float | None) -> bool:
+    """Every measured step case records its losses; one that reads as missing was not finite (a results file
+    cannot hold NaN or inf as a number), and a setting whose loss is not finite is no setting to recommend."""
+    return value is not None and math.isfinite(value)
 
 
 def speedup(row: Row, base: Row) -> float:
@@ -248,17 +279,68 @@ class Sweep:
                                                 path=self.bench, combinations=tuple(combinations)))
 
     def run(self, json_name: str, select: str | None = None) -> Path:
-        """One pytest run of the bench file; its JSON path. pytest's exit 1 (a case failed) still wrote results."""
+        """One pytest run of the bench file; its JSON path. pytest's exit 1 (a case failed) still wrote results.
+        While it runs, a line every PROGRESS_S says how many cases have finished (from the run's journal); the
+        run ends with this process (suites/core/children.py)."""
         path = self.out / json_name
         cmd = [sys.executable, "-m", "pytest", "-p", "suites.harness.pytest_plugin", str(self.bench),
                "--benchmark-only", "--device", self.device, "--bench-profile", self.profile, "-q",
                "-p", "no:cacheprovider", f"--benchmark-json={path}", *(["-k", select] if select else [])]
         log = path.with_suffix(".log")
-        with log.open("w") as sink:
-            code = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT).returncode
+        with log.open("w") as sink, children.stop_with_parent(children.start(cmd, stdout=sink,
+                                                                             stderr=subprocess.STDOUT)) as proc:
+            start = time.perf_counter()
+            while (code := _wait(proc, PROGRESS_S)) is None:
+                done = finished_cases(path)
+                say(f"{json_name}: {done if done is not None else 'no'} cases finished after "
+                    f"{time.perf_counter() - start:.0f} s (log: {log})")
         if code not in (0, 1) or not path.exists():
             raise RuntimeError(f"pytest exited with {code} without results; see {log}")
         return path
+
+
+PROGRESS_S = 15.0  # seconds between progress lines while a factory or a sweep is slow
+
+
+def say(message: str) -> None:
+    print(f"advise: {message}", flush=True)
+
+
+def _wait(proc: subprocess.Popen, seconds: float) -> int | None:
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def finished_cases(path: Path) -> int | None:
+    """How many cases a running sweep has finished: the entries of its journal (None before it has one)."""
+    journal = path.with_name(path.name + results.JOURNAL_SUFFIX)
+    try:
+        data = results.read_journal(journal)
+    except (InputError, OSError):
+        return None
+    return len(data["benchmarks"]) + len(data["not_measured"])
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, every_s: float | None = None) -> Iterator[None]:
+    """A line every `every_s` (default PROGRESS_S) while the block runs (the user's factories may take minutes),
+    so a slow model is told apart from a hung command."""
+    done, every_s = threading.Event(), every_s or PROGRESS_S
+    start = time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            say(f"still {what} ({time.perf_counter() - start:.0f} s)")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -298,7 +380,7 @@ def measure(sweep: Sweep, budget: int | None) -> list[Row]:
     chosen = combination(rows, budget)
     if chosen not in [r.levers for r in rows if r.status == "ok"]:
         sweep.write(((label(chosen), chosen),))
-        print(f"advise: measuring the combination {label(chosen)}", flush=True)
+        say(f"measuring the combination {label(chosen)}")
         rows += read_rows(sweep.run("combination.json", select="combination"))
         add_parity(rows)
     return rows
@@ -320,27 +402,48 @@ def advice(rows: list[Row], budget: int | None) -> str | None:
             f"peak memory {_bytes(best.peak_mem_bytes)}{parity}.")
 
 
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a case-id part and a file name: no path separators
+
+
+def usable_out(out: Path) -> str | None:
+    """Why --out cannot hold the sweep's files, or None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: is a file; the sweep needs a directory"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, "")  # the user's modules are named from the working directory, as `python -m` does
+    out = Path(args.out)
+    if problem := usable_out(out):
+        print(f"advise: {problem}", file=sys.stderr)
+        return USAGE
     try:
         device = devices.resolve(args.device)
-        user = _user_model(args)
-        user.probe(device)
+        say(f"checking {args.model} with one batch on {device}")
+        with heartbeat("building and checking the model and its batch"):
+            user = _user_model(args)
+            if not NAME.fullmatch(user.name):
+                raise ModelError(f"--name {user.name!r}: use letters, digits, '_', '.' and '-' (it names files)")
+            user.probe(device)
     except (ModelError, devices.DeviceError) as exc:
         print(f"advise: {exc}", file=sys.stderr)
         return USAGE
     if device.type == "cuda":
         torch.cuda.empty_cache()  # the probe's memory goes back before the sweep's process measures peaks
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"advise: --out {out}: {exc.strerror or exc}", file=sys.stderr)
+        return USAGE
     sweep = Sweep(out, args.model, args.batch or f"{args.model.partition(':')[0]}:make_batch", args.loss,
                   user.name, str(device), args.profile)
     budget, start = _budget(args, device), time.perf_counter()
-    print(f"advise: measuring {user.name} on {device} ({args.profile} profile); bench file {sweep.bench}", flush=True)
+    say(f"measuring {user.name} on {device} ({args.profile} profile); bench file {sweep.bench}")
     try:
         rows = measure(sweep, budget)
-    except RuntimeError as exc:
+    except (RuntimeError, InputError) as exc:
         print(f"advise: {exc}", file=sys.stderr)
         return FAILED
     print(f"\n{user.name} on {device}, {args.profile} profile: one lever at a time from the baseline "

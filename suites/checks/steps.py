@@ -1,0 +1,227 @@
+"""The GPU check's steps: what each runs on which device, what it shows, and how long it is expected to take.
+
+Order is value to a user of the box: the preflight and the timing self-checks (is anything here measured
+right?), the matmul dtype ladder, flash vs naive attention, then the training step (GPT-2 124M in four
+precisions eager and bf16 compiled: step wall time, device-busy time, compile start-up, MFU), then conv, the
+numerics checks, traces, flash against do_bench, the largest batch, the telemetry sampler's cost, the other
+precisions compiled (three cold compiles), and last a short achievable-peak search.
+
+Each estimate is built from what it rests on (`Estimate`: subprocess start-up, cases x seconds per case under
+the profile's rule, cold torch.compile graphs, fixed work) and says so in `rests_on`; tests/test_gpu_check.py
+holds every `cases` to the number of cases its selection really collects. The CUDA figures are reasoned from
+the full profile's rule and the sizes of each case, not yet measured on a GPU: every step's row gives its wall
+time beside its estimate, so the first run on a GPU corrects them. The CPU figures were measured on the 2-core
+development box under load.
+
+A selection (`-k`) names cases by their ids; tests/test_gpu_check.py collects every selection of both plans
+with pytest and checks that it holds what its readers look up (`Reader.gaps`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What every step's subprocess costs before its first case and after its last: the imports (torch alone is
+# 4.4 s on the 2-core box under load), CUDA's initialisation, pytest's collection, machine_info. Measured 9 s
+# for a pytest run selecting nothing on the 2-core box under load; a GPU box is assumed quicker to import but to
+# pay the CUDA context (unverified).
+START_S = {"cuda": 6.0, "cpu": 9.0}
+# An op case under the full rule: 0.1 s warm-up, 0.5 s of measured samples (min_time_s; a case ending at the
+# plateau exit takes 30 samples, under a second for these sizes), inputs, the float64 check, telemetry.
+CUDA_OP_S = 1.2
+# torch.compile of GPT-2 124M's forward and backward from cold caches, with compile workers on the box's cores
+# (nanoGPT reports about a minute on an A100 box), and the one-time start-up of Dynamo, Inductor and Triton that
+# the suite's warm_compiler pays once per process (unverified on a GPU).
+COMPILE_GRAPH_S = 45.0
+COMPILER_START_S = 10.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A step's expected seconds, from the parts they rest on."""
+
+    start_s: float  # its subprocess: imports, CUDA context, collection, machine_info
+    rests_on: str  # what the figures below assume, in words
+    cases: int = 0  # the cases its selection collects (checked against a real collection by the tests)
+    case_s: float = 0.0  # seconds per case under the profile's rule
+    graphs: int = 0  # torch.compile graphs built from cold caches (plus the compiler's start-up, once)
+    work_s: float = 0.0  # anything else: a probe's measurements, a search's budget
+
+    @property
+    def seconds(self) -> float:
+        compile_s = self.graphs * COMPILE_GRAPH_S + (COMPILER_START_S if self.graphs else 0.0)
+        return self.start_s + self.cases * self.case_s + compile_s + self.work_s
+
+    def parts(self) -> str:
+        """`6 s start + 20 cases x 1.2 s + ...`: the sum the estimate is, for --plan."""
+        parts = [f"{self.start_s:g} s start"]
+        if self.cases:
+            parts.append(f"{self.cases} case{'s' if self.cases != 1 else ''} x {self.case_s:g} s")
+        if self.graphs:
+            parts.append(f"{self.graphs} compile{'s' if self.graphs != 1 else ''} x {COMPILE_GRAPH_S:g} s "
+                         f"+ {COMPILER_START_S:g} s compiler start-up")
+        if self.work_s:
+            parts.append(f"{self.work_s:g} s work")
+        return " + ".join(parts)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A function of a step's results that gives rows ("module:function" taking the --out folder and the step's
+    name), and optionally one that names what a selection lacks for those rows ("module:function" taking the
+    selected cases as dicts of `case` and params; an empty list: nothing lacks)."""
+
+    rows: str
+    gaps: str | None = None
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What a step does on one kind of device: a pytest run of a bench file (path and selection; `{out}` stands
+    for --out), a probe ("module:function" taking (out, device), run in a subprocess) or a tool (a script of
+    tools/ and its arguments); then its readers."""
+
+    estimate: Estimate
+    pytest_args: tuple[str, ...] = ()
+    probe: str | None = None
+    tool: tuple[str, ...] = ()
+    readers: tuple[Reader, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckStep:
+    """A step of the check: what it shows, a plan per device type (`cuda`, `cpu`; a device type without one is
+    skipped), and the files and folders it writes under --out besides NAME.json, its journal and NAME.log."""
+
+    name: str
+    shows: str
+    plans: dict[str, StepPlan]
+    outputs: tuple[str, ...] = ()
+
+
+def _pytest(device: str, rests_on: str, cases: int, case_s: float, args: tuple[str, ...],
+            readers: tuple[Reader, ...], graphs: int = 0, work_s: float = 0.0) -> StepPlan:
+    return StepPlan(Estimate(START_S[device], rests_on, cases, case_s, graphs, work_s), args, readers=readers)
+
+
+def _probe(device: str, rests_on: str, work_s: float, probe: str) -> StepPlan:
+    return StepPlan(Estimate(START_S[device], rests_on, work_s=work_s), probe=probe)
+
+
+MATMUL_READERS = (Reader("suites.checks.matmul:dtype_ladder", "suites.checks.matmul:ladder_gaps"),
+                  Reader("suites.checks.matmul:how_cases_stopped"),
+                  Reader("suites.checks.profiling:telemetry_of_run"))
+ATTENTION_READERS = (Reader("suites.checks.attention:flash_vs_naive", "suites.checks.attention:pair_gaps"),)
+TRAIN_READERS = (Reader("suites.checks.train_step:precision_grid", "suites.checks.train_step:grid_gaps"),
+                 Reader("suites.checks.train_step:steps_and_hosts"))
+CONV_READERS = (Reader("suites.checks.conv:formats_and_dtypes", "suites.checks.conv:format_gaps"),)
+NUMERICS_READERS = (Reader("suites.checks.numerics:ran_once"),)
+TRACE_READERS = (Reader("suites.checks.profiling:trace_tensor_cores", "suites.checks.profiling:trace_gaps"),)
+BATCH_READERS = (Reader("suites.checks.batch_size:largest_batches", "suites.checks.batch_size:search_gaps"),)
+SAMPLER_READERS = (Reader("suites.checks.profiling:sampler_cost"),)
+TRACE_ARGS = ("--trace-dir", "{out}/traces")
+# The largest-batch searches under a memory budget: the levers' order in samples shows within 8 GiB in a few
+# tries each; the H200's own largest batches (hundreds of samples, a step of seconds each) would take minutes.
+BATCH_BUDGET = ("--bench-mem-budget", "8GiB")
+SAMPLER_TOOL = ("bench_sampler_cost.py", "--seconds", "1", "--json", "{out}/sampler_cost.json")
+
+STEPS: tuple[CheckStep, ...] = (
+    CheckStep("preflight", "GPU, power limits, clocks and clock-event reasons, driver, CUDA, cuDNN, versions, a C "
+              "compiler and Python.h for Triton and Inductor", {
+                  "cuda": _probe("cuda", "NVML and torch.cuda queries", 2, "suites.checks.preflight:preflight"),
+                  "cpu": _probe("cpu", "measured 1 s of queries here", 1, "suites.checks.preflight:preflight")}),
+    CheckStep("timing", "a host-bound tiny add comes out host-bound; a bf16 gemm stops on its own; our median "
+              "against torch.utils.benchmark and triton's do_bench", {
+                  "cuda": _probe("cuda", "tiny add and 4096^3 bf16 gemm under the full rule (~3 s), 3 rounds of "
+                                 "ours and Timer.blocked_autorange at >= 1 s each (~7 s), triton's import and "
+                                 "our cold and hot medians (>= 1 s each) against do_bench (~5 s)", 20,
+                                 "suites.checks.timing:timing_checks"),
+                  "cpu": _probe("cpu", "3 rounds of a 256^3 matmul, ours and Timer's (measured 4 s here)", 4,
+                                "suites.checks.timing:timing_checks")}),
+    CheckStep("matmul", "the dtype ladder (best TFLOP/s and % of peak per dtype), alignment 4096/4104/4097, how "
+              "every case stopped, telemetry of the run", {
+                  "cuda": _pytest("cuda", "full rule; the square cubes in every dtype and the largest gemm, "
+                                  "8192x50304x768, where the ladder's best usually is", 20, CUDA_OP_S,
+                                  ("bench/test_matmul.py", "-k", "square or 8192x50304x768"), MATMUL_READERS),
+                  "cpu": _pytest("cpu", "quick rule, measured about 1 s per case here", 2, 1.0,
+                                 ("bench/test_matmul.py", "-k", "256x256x256 and (float32 or bfloat16)"),
+                                 MATMUL_READERS)}),
+    CheckStep("attention", "flash against naive attention (speed-up, memory) at 4k and 16k tokens, causal or "
+              "not, forward and forward+backward", {
+                  "cuda": _pytest("cuda", "full rule; naive at 16k tokens holds 8.6 GB of bf16 scores and takes "
+                                  "tens of ms per call, hence 1.5 s per case", 16, 1.5,
+                                  ("bench/test_attention.py", "-k", "bfloat16 and (flash or naive) and "
+                                   "(4x16x4096x128 or 1x16x16384x128)"), ATTENTION_READERS),
+                  "cpu": _pytest("cpu", "quick rule, measured 4 s for both cases here", 2, 2.0,
+                                 ("bench/test_attention.py", "-k", "bfloat16 and (flash or naive) and 1x2x128x128"),
+                                 ATTENTION_READERS)}),
+    CheckStep("train_step", "GPT-2 124M per precision, eager, and bf16 compiled: step wall time, device-busy "
+              "time, host-bound or not, compile start-up, MFU, AdamW bytes per parameter", {
+                  "cuda": _pytest("cuda", "batch 16 x 1024 tokens, 20 seeded steps, then 10-30 timed steps under "
+                                  "the full rule and 5 profiled for busy time: 35 ms (bf16) to 280 ms (fp32) a "
+                                  "step, 9 s a case on average; one cold compile", 5, 9.0,
+                                  ("bench/test_train_step.py", "-k",
+                                   "gpt2-124m and (baseline or (precision and (eager or amp_bf16)))"),
+                                  TRAIN_READERS, graphs=1),
+                  "cpu": _pytest("cpu", "the tiny GPT's baseline under the quick rule, measured 15-20 s here", 1,
+                                 18.0, ("bench/test_train_step.py", "-k", "gpt-tiny and baseline"), TRAIN_READERS)}),
+    CheckStep("conv", "what channels-last and bfloat16 buy the 3x3 layers at 56x56 (ResNet-50's 64 channels, "
+              "VGG-16's 256, misaligned 63, 65, 72)", {
+                  "cuda": _pytest("cuda", "full rule; forward+backward of batch 32, bf16 in both formats and "
+                                  "fp32 NCHW (the start a user comes from)", 15, CUDA_OP_S,
+                                  ("bench/test_conv.py", "-k",
+                                   "k3s1 and x56x56 and fwd_bwd and (bfloat16 or (float32 and contiguous))"),
+                                  CONV_READERS),
+                  "cpu": _pytest("cpu", "quick rule, measured 14 s for the three cases here", 3, 4.5,
+                                 ("bench/test_conv.py", "-k",
+                                  "1x64x14x14 and fwd_bwd and (bfloat16 or (float32 and contiguous))"), CONV_READERS)}),
+    CheckStep("numerics", "every numerics check passes and runs once (formats, underflow, overflow, lost updates, "
+              "the loss scaler, parity, autocast audits)", {
+                  "cuda": _pytest("cuda", "run once each: 13 checks of a few tensors, 2 parity runs of 50 GPT-small "
+                                  "steps, 4 autocast audits building GPT-2 124M or ResNet-50: 1.5 s a check on "
+                                  "average", 19, 1.5, ("bench/test_numerics.py",), NUMERICS_READERS),
+                  "cpu": _pytest("cpu", "run once each, measured 6 s for the six checks here", 6, 1.0,
+                                 ("bench/test_numerics.py", "-k", "format or loss_scaler"), NUMERICS_READERS)}),
+    CheckStep("trace", "profiler traces of the 4096-cube matmul: bf16 and tf32 run tensor-core kernels, IEEE fp32 "
+              "none", {
+                  "cuda": _pytest("cuda", "full rule, then 5 profiled calls and the trace's summary per case", 3,
+                                  2.5, ("bench/test_matmul.py", "-k", "square and 4096x4096x4096", "--bench-dtypes",
+                                        "bfloat16,tf32,float32", *TRACE_ARGS), TRACE_READERS),
+                  "cpu": _pytest("cpu", "quick rule and a CPU-only trace, measured 5 s here", 1, 5.0,
+                                 ("bench/test_matmul.py", "-k", "square and 256x256x256 and float32", *TRACE_ARGS),
+                                 TRACE_READERS)},
+              outputs=("traces",)),
+    CheckStep("attention_do_bench", "the flash forward at 4k tokens, our median against triton's do_bench", {
+        "cuda": _probe("cuda", "triton's import, our cold and hot medians under the cross-check rule (>= 1 s each) "
+                       "and do_bench's 25 ms warm-up and 200 ms of repetitions", 4,
+                       "suites.checks.attention:flash_do_bench")}),
+    CheckStep("batch_size", "the largest GPT-2 124M batch within 8 GiB for fp32, amp_bf16 and amp_bf16 with "
+              "activation checkpointing: the memory levers in samples", {
+                  "cuda": _pytest("cuda", "per search about 10 tries (doubling, then bisection; 10-80 samples) of "
+                                  "a model build and two steps, then the found batch timed: 12 s a search", 3,
+                                  12.0, ("bench/test_batch_size.py", "-k",
+                                         "max_batch and gpt2-124m and (checkpoint-off or amp_bf16)", *BATCH_BUDGET),
+                                  BATCH_READERS)}),
+    CheckStep("sampler_cost", "what NVML sampling costs a 10 ms kernel, against its noise floor", {
+        "cuda": StepPlan(Estimate(START_S["cuda"], "the sampler loop for 2 x 1 s, sizing a 10 ms bf16 matmul, 6 "
+                                  "measurements of it under the full rule (~0.7 s each)", work_s=8),
+                         tool=SAMPLER_TOOL, readers=SAMPLER_READERS),
+        "cpu": StepPlan(Estimate(START_S["cpu"], "the sampler loop for 2 x 1 s, measured 4 s here; no GPU part",
+                                 work_s=4),
+                        tool=SAMPLER_TOOL, readers=SAMPLER_READERS)}),
+    CheckStep("train_step_compiled", "the rest of the precision x compile grid: GPT-2 124M fp32, tf32 and "
+              "amp_fp16 compiled", {
+                  "cuda": _pytest("cuda", "three cold compiles (other dtypes, other kernels), then each case's "
+                                  "seeded and timed steps as in train_step", 3, 9.0,
+                                  ("bench/test_train_step.py", "-k",
+                                   "gpt2-124m and precision and compiled and not amp_bf16"), TRAIN_READERS, graphs=3)}),
+    CheckStep("achievable", "a short achievable-peak search (bf16 and fp8 gemms, memory bandwidth) beside the "
+              "datasheet peaks", {
+                  "cuda": _probe("cuda", "20 s per dtype over the full plan's shapes (a lower bound of its 60 s "
+                                 "search), 5 s of copy and triad", 45, "suites.checks.matmul:achievable_search"),
+                  "cpu": _probe("cpu", "3.5 s per dtype and 2 s of bandwidth, measured 11 s here", 11,
+                                "suites.checks.matmul:achievable_search")},
+              outputs=("achievable.json",)),
+)
+STEP_NAMES = tuple(step.name for step in STEPS)
+PROFILE = {"cuda": "full", "cpu": "quick"}  # the profile each device type's pytest steps run
