@@ -32,12 +32,12 @@ class JsonStream:
     decoded value, seeing the text it came from as `buf[start:end]`; `prefix` starts every error message.
     """
 
-    def __init__(self, stream: IO[str], path: object, *, chunk_chars: int = CHUNK_CHARS, max_value_chars: int,
+    def __init__(self, stream: IO[str], path: object, *, chunk_chars: int | None = None, max_value_chars: int,
                  decoder: json.JSONDecoder = _DECODER, big_numbers: json.JSONDecoder | None = None,
                  on_value: Callable[[Any, int, int], Any] | None = None, prefix: str = "") -> None:
         self.stream = stream
         self.path = path
-        self.chunk_chars = chunk_chars
+        self.chunk_chars = chunk_chars or CHUNK_CHARS
         self.max_value_chars = max_value_chars
         self.decoder = decoder
         self.big_numbers = big_numbers  # decodes a value holding an integer past Python's digit limit

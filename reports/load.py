@@ -224,6 +224,17 @@ def run_fields(path: Path, top: dict) -> dict:
     return columns
 
 
+def read_json(path: Path) -> dict:
+    """A results file or journal as one document, as written: `benchmarks`, `not_measured` and its other
+    top-level fields (a journal's as the results file its run did not write, marked incomplete). For a program
+    reading back a run it started (reports.readback); the checked view of the entries is `load`'s frame."""
+    document = Document(path)
+    data: dict[str, Any] = {key: [] for key in ENTRY_LISTS}
+    for key, entry in document.entries():
+        data[key].append(entry)
+    return {**document.top, **data}
+
+
 def machine_info(path: Path) -> dict:
     """A file's machine_info, checked (for readers of fields the frame does not hold, such as the peaks); the
     file was loaded before, so what cannot be right was warned about then and is left out quietly now."""
