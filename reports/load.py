@@ -55,6 +55,10 @@ STATS = {path.removeprefix("stats."): f.column for path, f in fields.ENTRY.items
 NESTED_EXTRA = [(*key.split("."), f.column) for key, f in fields.EXTRA.items() if "." in key and f.column]
 UNIQUE_TEXT = {"name", "fullname", "case"}  # columns whose text differs from row to row: not worth storing once
 SHARED_TEXT_CHARS = 64  # shorter text is stored once per load (a million rows of `float32` hold one string)
+# A loaded case costs about ROW_BYTES (a million cases of a pytest-benchmark file: 1.2 GB at the peak, measured
+# with tools/bench_load_speed.py); more than MAX_ROWS cases are refused rather than filling the memory.
+ROW_BYTES = 1200
+MAX_ROWS = 2_000_000
 _MISSING = object()
 
 
@@ -311,6 +315,10 @@ def _add_stats(row: dict, entry: dict, timing: list[str], where: str) -> None:
         row.update(status="invalid", reason=invalid)
 
 
+class TooManyRows(InputError):
+    """More cases than a report holds in memory: refused with the numbers, whatever file it is in."""
+
+
 class Columns:
     """Rows kept as one list per column: a dict per row of a million-case file would hold several times the
     memory. Short repeated text is stored once."""
@@ -355,12 +363,16 @@ class Columns:
         self.length = start
 
     def frame(self, first: list[str]) -> pd.DataFrame:
-        for column in self.data.values():
-            column.extend([None] * (self.length - len(column)))
+        """The rows as a DataFrame, `first` columns first; each list is freed once its column is made."""
         order = [c for c in first if c in self.data] + [c for c in self.data if c not in first]
-        frame = pd.DataFrame({key: self.data.pop(key) for key in order})
-        frame["datetime"] = pd.to_datetime(frame["datetime"], utc=True)
-        return frame
+        columns = {}
+        for key in order:
+            values = self.data.pop(key)
+            values.extend([None] * (self.length - len(values)))
+            columns[key] = pd.Series(values, name=key)
+            del values
+        columns["datetime"] = pd.to_datetime(columns["datetime"], utc=True)
+        return pd.DataFrame(columns, copy=False)
 
 
 def _read_file(path: Path, table: Columns, samples: bool) -> None:
@@ -375,6 +387,9 @@ def _read_file(path: Path, table: Columns, samples: bool) -> None:
             nameless[key] += 1
         elif row["case"] in seen:
             warn(f"{path}: duplicate case {row['case']!r}; the first entry is used")
+        elif table.length >= MAX_ROWS:
+            raise TooManyRows(f"{path}: at its case {len(seen) + 1}, over the {MAX_ROWS} cases a report holds "
+                              f"(about {ROW_BYTES * MAX_ROWS / 1e9:.1f} GB as a table); read fewer files")
         else:
             seen.add(row["case"])
             table.append(row)
@@ -404,7 +419,7 @@ def load(paths: list[str | Path], samples: bool = True) -> pd.DataFrame:
             _read_file(path, table, samples)
         except InputError as exc:
             table.drop_from(start)
-            if named:
+            if named or isinstance(exc, TooManyRows):
                 raise
             warn(f"{exc}; skipped")
     if not table.length:

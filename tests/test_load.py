@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from reports import jsonstream
+from reports import load as load_module
 from reports.__main__ import main
 from reports.errors import InputError
 from reports.load import load
-from tests.resultfiles import DATA, RUN_A, read, write
+from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
 
 
 def test_own_run_has_run_device_and_our_fields_on_every_row():
@@ -232,3 +233,13 @@ def test_a_real_run_has_no_contradictory_statistics_nor_wrong_types(capsys):
     frame = load(sorted(DATA.glob("*.json")))
     assert "warning" not in capsys.readouterr().err
     assert not (frame["status"] == "invalid").any()
+
+
+def test_more_cases_than_a_report_holds_are_refused_with_the_numbers(tmp_path, monkeypatch, capsys):
+    """Even inside a folder: skipping the file would hide it, reading on would fill the memory."""
+    shutil.copy(RUN_A, tmp_path / "a.json")
+    shutil.copy(RUN_B, tmp_path / "b.json")
+    monkeypatch.setattr(load_module, "MAX_ROWS", len(load([RUN_A])) + 5)
+    assert main(["table", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {tmp_path / 'b.json'}: at its case 6, over the ") and "GB as a table" in line
