@@ -79,6 +79,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("alignment penalty", "conv", "align", "64", "odd", "tflops", "throughput", ("shape", "layer"), "3x3"),
     Spec("torch.compile", "train_step", "compile", None, None),
     Spec("flash vs naive attention", "attention", "impl", "naive", "flash"),
+    *(Spec("cold L2 (flushed before every call)", group, "cold", "false", "true") for group in ("matmul", "attention")),
+    *(Spec("CUDA graph replay", group, "graph", "false", "true") for group in ("matmul", "attention")),
     Spec("flash vs naive attention", "attention", "impl", "naive", "flash", "peak_mem_bytes", "memory"),
     Spec("channels-last", "conv", "memory_format", "contiguous", "channels_last"),
     Spec("channels-last", "train_step", "memory_format", "contiguous", "channels_last"),

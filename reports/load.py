@@ -153,9 +153,22 @@ class Document:
     def _journal(self, stream: IO[str]) -> Iterator[tuple[str, Any]]:
         """A journal as the results file its run did not get to write, marked incomplete.
 
-        The header line holds the run's machine and commit; each other line one case. A line cut short by the
-        kill is left out with a warning.
+        The header line holds the run's machine and commit; each other line one case. A case measured in rounds
+        has a line after each round and its last line is its entry (a later line of the same `fullname` supersedes
+        an earlier one: a first reading finds each case's last line, so no entry is held meanwhile). A line cut
+        short by the kill is left out with a warning.
         """
+        last = {case: number for number, case, _, _ in self._journal_lines(stream, quiet=True)}
+        stream.seek(0)
+        for number, case, key, entry in self._journal_lines(stream, quiet=False):
+            if last[case] == number:
+                yield key, entry
+        if not self.top:
+            raise InputError(f"{self.path}: file is empty")
+
+    def _journal_lines(self, stream: IO[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
+        """(line number, the case's fullname or else the line number, list, entry) of each entry line; the header
+        line sets `top`."""
         header = None
         for number, line in enumerate(stream, start=1):
             if not line.strip():
@@ -165,7 +178,8 @@ class Document:
             except InputError as exc:
                 if header is None:
                     raise
-                warn(f"{exc} (line {number}); left out")
+                if not quiet:
+                    warn(f"{exc} (line {number}); left out")
                 continue
             if header is None:
                 if not isinstance(record, dict) or "journal" not in record:
@@ -178,9 +192,9 @@ class Document:
                 continue
             for key in ENTRY_LISTS:
                 if isinstance(record, dict) and key in record:
-                    yield key, record[key]
-        if header is None:
-            raise InputError(f"{self.path}: file is empty")
+                    entry = record[key]
+                    name = entry.get("fullname") if isinstance(entry, dict) else None
+                    yield number, name if isinstance(name, str) else number, key, entry
 
 
 def device_name(machine_info: dict) -> str:

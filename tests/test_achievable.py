@@ -196,4 +196,4 @@ def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
     assert on.achievable_info()["flops"]["float32"]["raised_by"] is None
     off = BenchSession(CPU, "quick", None, achievable_mode="off")
     assert off.pct_achievable(_result(_case(flops=5e11))) == {}
-    assert off.achievable_info() == {"source": None, "reason": "off (--achievable-peaks off)"}
+    assert off.achievable_info() == {"source": None, "reason": "off (--bench-achievable-peaks off)"}

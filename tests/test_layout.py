@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,13 @@ def test_no_import_cycles():
 
     for name in sorted(graph):
         visit(name, [])
+
+
+def test_the_plugin_and_its_options_import_nothing_heavy():
+    """The plugin is registered in every pytest run of an environment that installs the project, so importing it
+    (and declaring its options) must not import torch or the numeric stack (suites/harness/__init__.py)."""
+    code = ("import sys, suites.harness.pytest_plugin, suites.harness.options; "
+            "print(sorted({'torch', 'numpy', 'pandas', 'scipy', 'pytest_benchmark'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

@@ -1,9 +1,11 @@
 """The matmul suite's cases: ids, axes, FLOP model, and correctness against float64 on the CPU."""
 
+import pandas as pd
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from reports import levers
 from suites.core.cases import Unsupported, align_class
 from suites.core.precision import relative_error
 from suites.ops import matmul
@@ -77,3 +79,32 @@ def test_relative_error_definition():
 def test_fp8_matmul_is_within_tolerance_on_gpu():
     case = matmul.make_case(matmul.Shape("square", 1024, 1024, 1024), "float8_e4m3fn")
     assert case.build(torch.device("cuda")).error_rel() <= case.tolerance
+
+
+def _lever_rows(cases: list, seconds: dict[str, float]) -> pd.DataFrame:
+    """Rows as reports.load makes them from these cases, each with the median a timing would have given it."""
+    rows = pd.DataFrame([{"group": c.suite, "status": "ok", "case": c.id, **c.params, "param_names": ",".join(c.params),
+                          "median_s": seconds["cold" if c.cold else "graph" if c.graph else "warm"], "flops": c.flops}
+                         for c in cases])
+    return rows.assign(tflops=rows["flops"] / rows["median_s"] / 1e12)
+
+
+def test_cold_and_graph_twins_pair_with_their_warm_case_as_levers():
+    cases = matmul.cases("full")
+    twins = [c for c in cases if c.cold or c.graph]
+    assert {c.params["layer"] for c in twins} == {"l2-resident"} and len(twins) == 2 * 5  # cold and graph, 5 dtypes
+    assert {c.id.removesuffix("/cold").removesuffix("/graph") for c in twins} <= {c.id for c in cases}
+    rows = _lever_rows(cases, {"warm": 1.0, "cold": 1.25, "graph": 0.8})
+    found = {spec.axis: levers.effect(rows, spec) for spec in levers.SPECS
+             if spec.group == "matmul" and spec.axis in ("cold", "graph")}
+    assert (found["cold"].pairs, found["cold"].ratio) == (5, pytest.approx(0.8))  # warm time / cold time
+    assert (found["graph"].pairs, found["graph"].ratio) == (5, pytest.approx(1.25))
+    alignment = next(s for s in levers.SPECS if s.group == "matmul" and s.variant == "odd")
+    paired = set(levers.pairs(rows, alignment).index.get_level_values("layer"))
+    assert paired == {"square", "gpt2-lm-head"}  # as before: l2-resident has no odd twin
+
+
+def test_cold_and_graph_twins_are_unsupported_off_cuda_with_the_reason():
+    twin = next(c for c in matmul.cases("full") if c.graph)
+    with pytest.raises(Unsupported, match="CUDA-only"):
+        twin.build(CPU)

@@ -93,9 +93,10 @@ def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
 
 
 @pytest.mark.parametrize("option", [["--bench-mem-budget", "1e400"], ["--bench-mem-budget", "0.5"],
-                                    ["--bench-dtypes", ""], ["--bench-dtypes", ","], ["--device", "cuda:abc"],
-                                    ["--device", "cuda:0:junk"], ["--telemetry-interval-ms", "inf"],
-                                    ["--telemetry-interval-ms", "nan"], ["--telemetry-interval-ms", "-1"]])
+                                    ["--bench-dtypes", ""], ["--bench-dtypes", ","], ["--bench-device", "cuda:abc"],
+                                    ["--bench-device", "cuda:0:junk"], ["--bench-telemetry-interval-ms", "inf"],
+                                    ["--bench-telemetry-interval-ms", "nan"], ["--bench-telemetry-interval-ms", "-1"],
+                                    ["--bench-rounds", "0"]])
 def test_options_that_cannot_be_right_are_usage_errors(option):
     proc = _pytest("bench/test_matmul.py", "--collect-only", *option)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]

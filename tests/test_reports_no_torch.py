@@ -1,12 +1,19 @@
 """reports/ never imports torch: every module of the package, and the commands run end to end, in a fresh
-interpreter in which importing torch is made impossible (as on a laptop without torch)."""
+interpreter in which importing torch is made impossible (as on a laptop without torch); and the base install
+(`pip install .`, no extra) holds everything reports/ imports, while torch and the benchmarking side are the
+`bench` extra."""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from tests.resultfiles import RUN_A, RUN_B
 
@@ -41,3 +48,27 @@ def test_reports_never_imports_torch(tmp_path):
     assert "codes: [0, 0, 0, 0, 0]" in result.stdout
     modules = int(result.stdout.split("modules:")[1].split()[0])
     assert modules >= 10  # every module of the package was imported, not an empty walk
+
+
+def _name(requirement: str) -> str:
+    """A requirement's distribution name, normalized as PEP 503 does (`pytest_benchmark` is `pytest-benchmark`)."""
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group()).lower()
+
+
+def test_the_base_install_holds_what_reports_imports_and_no_torch():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = {_name(r) for r in project["dependencies"]}
+    modules = set()
+    for path in (ROOT / "reports").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules.add(node.module.split(".")[0])
+    third_party = modules - set(sys.stdlib_module_names) - {"reports"}
+    providers = importlib.metadata.packages_distributions()
+    needed = {_name(dist) for module in third_party for dist in providers[module]}
+    assert needed and needed <= base, f"reports/ imports {sorted(needed - base)}, which `pip install .` lacks"
+    bench = {_name(r) for r in project["optional-dependencies"]["bench"]}
+    assert {"torch", "pytest", "pytest-benchmark", "nvidia-ml-py"} <= bench and not bench & base

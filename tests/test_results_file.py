@@ -86,8 +86,9 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
     gate = _reports("compare", str(RUN_A), str(journal), "--fail-on-regression", "--allow-different-devices")
     assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
 
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")  # the journal's results are not overwritten
-    assert again.returncode == 4 and "journal of another run" in again.stderr
+    again = _run("-k", "square and float32", f"--benchmark-json={out}")  # the journal's results are moved aside, kept
+    assert again.returncode == 0 and f"note: {journal} held the cases of an earlier run" in again.stdout
+    assert _journal_lines(next(tmp_path.glob("killed.unfinished-*.json.journal"))) == len(cases) + 1
 
 
 @pytest.mark.slow

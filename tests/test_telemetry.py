@@ -174,7 +174,7 @@ def test_zero_interval_turns_telemetry_off_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert execute(SMALL, CPU, RULE, extensions=[ext]).status == "ok"
-    assert machine_info([ext]) == {"available": False, "reason": "disabled by --telemetry-interval-ms 0"}
+    assert machine_info([ext]) == {"available": False, "reason": "disabled by --bench-telemetry-interval-ms 0"}
 
 
 STEP_S = 0.1
@@ -272,8 +272,8 @@ def test_a_run_records_why_telemetry_is_absent(tmp_path):
 
 
 def test_negative_interval_is_a_usage_error():
-    proc = _pytest("bench/test_matmul.py", "--telemetry-interval-ms", "-5", "--collect-only")
-    assert proc.returncode == 4 and "--telemetry-interval-ms -5" in proc.stderr
+    proc = _pytest("bench/test_matmul.py", "--bench-telemetry-interval-ms", "-5", "--collect-only")
+    assert proc.returncode == 4 and "--bench-telemetry-interval-ms -5" in proc.stderr
 
 
 @pytest.mark.gpu

@@ -185,8 +185,8 @@ def test_a_users_bench_file_runs_under_pytest_and_reports_read_it(tmp_path):
     (tmp_path / "bench_mine.py").write_text(BENCH)
     out = tmp_path / "run.json"
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "suites.harness.pytest_plugin", "bench_mine.py",
-                           "--benchmark-only", "--device", "cpu", "-k", "baseline or fp32 or channels_last", "-q",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "bench_mine.py",  # no -p: the installed entry point
+                           "--benchmark-only", "--bench-device", "cpu", "-k", "baseline or fp32 or channels_last", "-q",
                            "-p", "no:cacheprovider", f"--benchmark-json={out}"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

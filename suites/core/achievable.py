@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Callable
@@ -266,11 +265,6 @@ def identity(device: torch.device) -> dict:
         cpu = devices.cpu_info()
         info |= {key: cpu[key] for key in ("usable_cores", "torch_threads", "capability")}
     return info
-
-
-def default_cache() -> Path:
-    """$XDG_CACHE_HOME/torchbench-levers/achievable (~/.cache/...): per user and machine, outside the results."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbench-levers" / "achievable"
 
 
 def cache_path(directory: Path, ident: dict, profile: str) -> Path:

@@ -36,12 +36,20 @@ class Case:
     bytes: float | None = None
     peak_dtype: str | None = None  # which peak FLOP/s `pct_peak` divides by
     tolerance: float | None = None
-    tf32: bool = False
+    tf32: bool | None = False  # the float32 mode (suites.core.precision.float32_mode); None: the caller's
     cold: bool = False
     graph: bool = False
     # How it is timed (suites/core/timing.py): `op` in device time with the host held out, `step` in wall time per
     # training step, `check` run once as a correctness experiment and never sampled.
     kind: str = "op"
+
+
+def require_cuda_timing(device: torch.device) -> None:
+    """A case timed cold (L2 flushed before every call) or as a CUDA graph (`Case.cold`, `Case.graph`) needs CUDA:
+    elsewhere it would time what its warm, eager twin times, so it is unsupported there."""
+    if device.type != "cuda":
+        raise Unsupported("cold L2 (a flush before every call) and CUDA-graph replay are CUDA-only: on "
+                          f"{device.type} the case would time what its warm, eager twin times")
 
 
 def align_class(*dims: int) -> str:

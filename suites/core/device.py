@@ -19,20 +19,21 @@ class DeviceError(ValueError):
 _CUDA = re.compile(r"cuda(?::([0-9]{1,4}))?")  # `cuda` or `cuda:N`, nothing after (not `cuda:0:junk`)
 
 
-def resolve(option: str) -> torch.device:
-    """`auto` is CUDA when available, else CPU; `cuda` or `cuda:N` without that GPU is an error."""
+def resolve(option: str, flag: str = "--device") -> torch.device:
+    """`auto` is CUDA when available, else CPU; `cuda` or `cuda:N` without that GPU is an error (its message names
+    the option as `flag` spells it)."""
     if option == "auto":
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if option == "cpu":
         return torch.device("cpu")
     if cuda := _CUDA.fullmatch(option):
         if not torch.cuda.is_available():
-            raise DeviceError(f"--device {option}: no CUDA device is available here (torch {torch.__version__})")
+            raise DeviceError(f"{flag} {option}: no CUDA device is available here (torch {torch.__version__})")
         index = int(cuda.group(1)) if cuda.group(1) else torch.cuda.current_device()
         if not 0 <= index < torch.cuda.device_count():
-            raise DeviceError(f"--device {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise DeviceError(f"{flag} {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         return torch.device("cuda", index)
-    raise DeviceError(f"--device {option}: expected auto, cpu, cuda or cuda:N")
+    raise DeviceError(f"{flag} {option}: expected auto, cpu, cuda or cuda:N")
 
 
 @dataclass

@@ -14,8 +14,12 @@ import torch
 
 
 @contextmanager
-def float32_mode(tf32: bool) -> Iterator[None]:
-    """TF32 for float32 matmuls and convolutions when `tf32`, IEEE float32 otherwise."""
+def float32_mode(tf32: bool | None) -> Iterator[None]:
+    """TF32 for float32 matmuls and convolutions when `tf32`, IEEE float32 when False; None leaves the modes as the
+    caller set them (a user's own function timed by the `device_bench` fixture runs as the user's code does)."""
+    if tf32 is None:
+        yield
+        return
     saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = tf32

@@ -31,12 +31,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from suites.core import defaults
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.runner import CaseResult, first_line
 from suites.core.timing import Measurement, StopRule, rel_iqr
 from suites.harness import results
 
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S = defaults.DIST_TIMEOUT_S
 # torch 2.13 renamed all_gather_into_tensor (now deprecated) to all_gather_single
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 # Samples per case on every rank (nccl-tests times 20 iterations after 5 warm-up ones by default).
@@ -79,7 +80,7 @@ def local_device(device: torch.device) -> torch.device:
 def join(device: torch.device, timeout_s: float) -> World:
     """Join the process group (NCCL on CUDA, gloo on CPU) with `timeout_s` on every collective."""
     if not timeout_s > 0:
-        raise pytest.UsageError(f"--dist-timeout-s {timeout_s:g}: expected a positive number of seconds")
+        raise pytest.UsageError(f"--bench-dist-timeout-s {timeout_s:g}: expected a positive number of seconds")
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s),
                             device_id=device if device.type == "cuda" else None)
@@ -100,15 +101,14 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
-def quiet_other_ranks(option, world: World) -> None:
-    """Only rank 0 writes results and prints the table: the others drop --benchmark-json, saving and
-    autosaving."""
+def quiet_other_ranks(bench: object, world: World) -> None:
+    """Only rank 0 writes results and prints the table: the others drop pytest-benchmark's session `bench`'s
+    --benchmark-json, saving and autosaving, and its table."""
     if world.rank == 0:
         return
-    results.drop_json_option(option)
-    for name, off in (("benchmark_save", None), ("benchmark_autosave", False), ("benchmark_quiet", True)):
-        if hasattr(option, name):
-            setattr(option, name, off)
+    results.drop_json(bench)
+    bench.save = bench.autosave = None
+    bench.quiet = True
 
 
 def check_same_cases(nodeids: list[str], world: World) -> None:

@@ -1,104 +1,146 @@
-"""The suite's pytest plugin: its options, its hooks into pytest and pytest-benchmark, and the `run_case` fixture.
+"""The suite's pytest plugin: its options, its hooks into pytest and pytest-benchmark, the `run_case` and
+`device_bench` fixtures, and `parametrize` for bench files.
 
-The root conftest.py loads it for this repository's bench/ and tests/; a bench file in another repository loads it
-with `pytest -p suites.harness.pytest_plugin ...` or a root conftest.py of one line,
-`pytest_plugins = ["suites.harness.pytest_plugin"]` (docs/your_model.md). Bench files parametrize their `case`
-argument with `parametrize`; what a run shares lives in suites/harness/session.py.
+Installing the project registers it in every pytest run of that environment (a `pytest11` entry point named like
+this module, so `-p suites.harness.pytest_plugin` and `pytest_plugins = [...]` lines stay harmless, and
+`-p no:suites.harness.pytest_plugin` turns it off). It is therefore a guest in other repositories' runs:
+
+- its options are all `--bench-...` (suites/harness/options.py), declared without importing torch;
+- a run that uses none of its fixtures sees nothing of it: no torch import, no CUDA initialisation, no journal;
+  pytest-benchmark's JSON, autosave, save-data, skips and messages stay exactly its own. The suite switches on
+  once collection shows a selected test using `run_case` or `device_bench` (`pytest_collection_finish`);
+- under pytest-xdist, pytest-benchmark disables benchmarks (timings from parallel workers are not reliable): the
+  suite's cases then run once each as smoke tests, and no journal or results file is written (each worker would
+  race for it); run without `-n` to measure;
+- with `-p no:benchmark`, the tests using its fixtures are skipped with that reason and the others run.
+
+What a run shares lives in suites/harness/session.py, the results file in suites/harness/results.py, the
+`device_bench` fixture's logic in suites/harness/device_bench.py. Heavy modules are imported inside the hooks
+that need them, for runs that use the suite.
 """
-
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from suites.core import achievable
-from suites.core import device as devices
-from suites.core.cases import Case
-from suites.core.runner import CaseResult, Extension
-from suites.core.units import parse_bytes
-from suites.harness import distributed, results
-from suites.harness import rounds as bench_rounds
-from suites.harness import session as sessions
-from suites.observers import busy, telemetry, tracing
+from suites.harness import options
 
-SESSION = pytest.StashKey[sessions.BenchSession]()
+if TYPE_CHECKING:
+    from suites.core.cases import Case
+    from suites.core.runner import CaseResult, Extension
+    from suites.harness.device_bench import DeviceBench
+    from suites.harness.session import BenchSession
+
+SUITE_FIXTURES = ("run_case", "device_bench")
+SESSION = pytest.StashKey["BenchSession"]()
+NO_BENCHMARK = ("needs pytest-benchmark, which is turned off (-p no:benchmark): the suite's fixtures record their "
+                "timings through it")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("bench", "GPU efficiency-lever benchmarks")
-    group.addoption("--device", dest="bench_device", default="auto",
-                    help="auto (CUDA when available), cpu, cuda or cuda:N")
-    group.addoption("--bench-profile", dest="bench_profile", default="quick", choices=sessions.PROFILES,
-                    help="quick: minutes on a 2-core CPU; full: the real sweep for a GPU")
-    group.addoption("--bench-dtypes", dest="bench_dtypes", default=None,
-                    help="comma-separated dtypes to keep, e.g. bfloat16,float16")
-    group.addoption("--telemetry-interval-ms", dest="telemetry_interval_ms", type=float,
-                    default=telemetry.DEFAULT_INTERVAL_MS, help="NVML sampling interval during each measurement "
-                    f"(default {telemetry.DEFAULT_INTERVAL_MS:g}); 0 turns telemetry off")
-    group.addoption("--trace-dir", dest="trace_dir", default=None,
-                    help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")
-    group.addoption("--bench-rounds", dest="bench_rounds", type=int, default=1,
-                    help="measure the selection N times in interleaved passes and record each round's median per "
-                    f"case, for verdicts from run-to-run noise (nightly: {bench_rounds.NIGHTLY_ROUNDS})")
-    group.addoption("--bench-mem-budget", dest="bench_mem_budget", default=None, type=parse_bytes,
-                    help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")
-    group.addoption("--achievable-peaks", dest="achievable_peaks", default="auto", choices=("auto", "search", "off"),
-                    help="the achievable gemm and bandwidth peaks that pct_achievable divides by: auto loads this "
-                    "machine's from --achievable-cache or searches (seconds on CPU quick, about a minute per dtype "
-                    "on a GPU in full); search searches again; off: no pct_achievable")
-    group.addoption("--achievable-cache", dest="achievable_cache", default=str(achievable.default_cache()),
-                    help="directory of achievable-peak files, one per machine identity (default: %(default)s)")
-    group.addoption("--dist-timeout-s", dest="dist_timeout_s", type=float, default=distributed.DEFAULT_TIMEOUT_S,
-                    help="under torchrun: seconds any collective may wait for the other ranks before the run fails "
-                    f"(default {distributed.DEFAULT_TIMEOUT_S:g})")
+    options.add_options(parser)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its options
 def pytest_configure(config: pytest.Config) -> None:
-    """Validate the options early (a usage error, not a silent all-skip) and keep raw samples in saved runs.
+    """Usage errors for option values that cannot be right, in the first second (suites/harness/options.py)."""
+    options.check(config)
 
-    In a `--benchmark-only` run with no output chosen, results are autosaved into .benchmarks/ so that a run
-    never ends with numbers only on the screen, under the name `--benchmark-autosave` gives: pytest-benchmark's
-    tag of the commit, date and dirty flag (e.g. 0001_3f2a9c1_20260101_120000_uncommited-changes.json).
+
+def uses_suite(item: pytest.Item) -> bool:
+    """Whether a test measures through one of the suite's fixtures."""
+    return any(name in getattr(item, "fixturenames", ()) for name in SUITE_FIXTURES)
+
+
+def benchmark_session(config: pytest.Config) -> object | None:
+    """pytest-benchmark's session object, or None when pytest-benchmark is not loaded (`-p no:benchmark`)."""
+    return getattr(config, "_benchmarksession", None)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if benchmark_session(config) is None:
+        skip = pytest.mark.skip(reason=NO_BENCHMARK)
+        for item in items:
+            if uses_suite(item):
+                item.add_marker(skip)
+
+
+@pytest.hookimpl(trylast=True)  # after deselection (-k, -m) and after other plugins reordered the items
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Switch the suite on when a selected test uses its fixtures: make the run's session (device, observers;
+    under torchrun the process group, and a check that every rank collected the same cases), then take over the
+    results file."""
+    config = session.config
+    bench = benchmark_session(config)
+    if config.option.collectonly or bench is None or not any(uses_suite(item) for item in session.items):
+        return
+    shared = bench_session(config)
+    if shared.world is not None:
+        from suites.harness import distributed
+
+        distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
+    claim_outputs(session, bench, shared)
+
+
+def xdist_active(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist controller or worker."""
+    return bool(os.environ.get("PYTEST_XDIST_WORKER")) or config.getoption("dist", "no") != "no"
+
+
+def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) -> None:
+    """Who writes the results of a run that uses the suite.
+
+    Nothing is written when benchmarks are disabled (`--benchmark-disable`, and pytest-xdist, where pytest-benchmark
+    disables them): the cases ran once as smoke tests, and a stored run of those would be an empty baseline for
+    the next comparison. Under torchrun only rank 0 writes. Otherwise the results writer (suites/harness/results.py)
+    takes the file outputs over from pytest-benchmark, with the raw samples (`compare` decides from them); a
+    `--benchmark-only` run with no output chosen is autosaved into .benchmarks/ under pytest-benchmark's tag of
+    the commit, date and dirty flag, so that no run ends with its numbers only on the screen.
     """
-    config.stash[SESSION] = sessions.from_config(config)
-    config.stash[SESSION].extensions.extend(observers(config))
-    option = config.option
-    world = config.stash[SESSION].world
-    if world is not None and config.stash[SESSION].rounds > 1:
-        raise pytest.UsageError("--bench-rounds: one round under torchrun (the ranks measure each case in lockstep)")
-    if hasattr(option, "benchmark_save_data"):
-        option.benchmark_save_data = True
-        if option.benchmark_only and not (option.benchmark_json or option.benchmark_save):
-            option.benchmark_autosave = True
-    if world is not None:
-        distributed.quiet_other_ranks(option, world)  # after the autosave choice: ranks > 0 write nothing
-    if hasattr(option, "benchmark_save_data"):
-        results.take_over(config, config.stash[SESSION].not_measured)  # rank 0 only under torchrun
+    from suites.harness import distributed, results
+
+    config = session.config
+    if bench.disabled or xdist_active(config):
+        return
+    if shared.world is not None and shared.world.rank != 0:
+        distributed.quiet_other_ranks(bench, shared.world)
+        return
+    if bench.only and not (bench.json or bench.save or bench.autosave):
+        bench.autosave = True
+    bench.save_data = True  # for a storage the writer leaves to pytest-benchmark (elasticsearch)
+    results.take_over(session, bench, shared.not_measured)
 
 
-def observers(config: pytest.Config) -> list[Extension]:
+def active_session(config: pytest.Config) -> BenchSession | None:
+    """The run's session when the suite is in use, else None (the hooks below then leave everything alone)."""
+    return config.stash.get(SESSION, None)
+
+
+def bench_session(config: pytest.Config) -> BenchSession:
+    """The run's shared state (device, profile, rule, peaks, observers, the cases not measured), made on first use."""
+    if SESSION not in config.stash:
+        from suites.harness import session as sessions
+
+        shared = sessions.from_config(config)
+        shared.extensions.extend(observers(config, shared))
+        config.stash[SESSION] = shared
+    return config.stash[SESSION]
+
+
+def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
     """NVML telemetry around every case (it reports why when it cannot), the device-busy time of training steps
-    on CUDA, and with --trace-dir a profiler trace."""
-    interval = config.getoption("telemetry_interval_ms")
-    if not (math.isfinite(interval) and interval >= 0):
-        raise pytest.UsageError(f"--telemetry-interval-ms {interval:g}: expected 0 (off) or a positive interval")
-    device = bench_session(config).device
-    found: list[Extension] = [telemetry.TelemetryExtension(device, interval), busy.BusyExtension()]
-    if trace_dir := config.getoption("trace_dir"):
-        try:
-            Path(trace_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise pytest.UsageError(f"--trace-dir {trace_dir}: {exc.strerror or exc}") from None
-        if not os.access(trace_dir, os.W_OK | os.X_OK):  # else every case's trace fails, said only in extra_info
-            raise pytest.UsageError(f"--trace-dir {trace_dir}: cannot write there (permission denied)")
-        world = bench_session(config).world
-        found.append(tracing.TraceExtension(Path(trace_dir), None if world is None else world.rank))
+    on CUDA, and with --bench-trace-dir a profiler trace."""
+    from suites.observers import busy, telemetry, tracing
+
+    found: list[Extension] = [telemetry.TelemetryExtension(shared.device,
+                                                           config.getoption("bench_telemetry_interval_ms")),
+                              busy.BusyExtension()]
+    if trace_dir := config.getoption("bench_trace_dir"):
+        found.append(tracing.TraceExtension(Path(trace_dir), None if shared.world is None else shared.world.rank))
     return found
 
 
@@ -106,57 +148,96 @@ def observers(config: pytest.Config) -> list[Extension]:
 def pytest_runtestloop(session: pytest.Session) -> None:
     """With --bench-rounds N, N-1 rounds of every selected case before pytest's own pass, which is the last."""
     config = session.config
-    s = bench_session(config)
-    bench = getattr(config, "_benchmarksession", None)
-    if s.rounds < 2 or config.option.collectonly or session.testsfailed or bench is None or bench.disabled:
+    shared = active_session(config)
+    bench = benchmark_session(config)
+    if shared is None or shared.rounds < 2 or session.testsfailed or bench is None or bench.disabled:
         return
+    from suites.harness import rounds as bench_rounds
+    from suites.harness import session as sessions
+
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     report = reporter.write_line if reporter is not None else print
     cases = bench_rounds.bench_cases(session.items)
-    s.round_log = bench_rounds.measure_rounds(cases, s.rounds, lambda case: sessions.measure_once(s, case), report)
+    shared.round_log = bench_rounds.measure_rounds(cases, shared.rounds,
+                                                   lambda case: sessions.measure_once(shared, case), report,
+                                                   journal_rounds(session, shared))
 
 
-def bench_session(config: pytest.Config) -> sessions.BenchSession:
-    """The run's shared state (device, profile, rule, peaks, the cases not measured)."""
-    return config.stash[SESSION]
+def journal_rounds(session: pytest.Session, shared: BenchSession) -> Callable[[list[CaseResult]], None] | None:
+    """What hands each earlier round of a case to the results writer (None when no writer took the outputs)."""
+    from suites.core.cases import Case
+    from suites.harness import results
+    from suites.harness import session as sessions
+
+    writer = results.writer_of(session.config)
+    if writer is None:
+        return None
+    items = {item.callspec.params["case"].id: item for item in session.items
+             if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
+
+    def journal(done: list[CaseResult]) -> None:
+        item = items[done[-1].case.id]
+        writer.journal_round(item, *sessions.rounds_entry(shared, item, done), rounds_done=len(done))
+    return journal
 
 
 def parametrize(metafunc: pytest.Metafunc, cases: Callable[[str], list[Case]]) -> None:
     """Parametrize a bench test's `case` argument with the suite's cases for this profile and dtype filter."""
     if "case" not in metafunc.fixturenames:
         return
-    s = bench_session(metafunc.config)
-    selected = s.select(cases(s.profile))
+    from suites.core.cases import select_dtypes
+    from suites.harness.session import parse_dtypes
+
+    config = metafunc.config
+    selected = select_dtypes(cases(config.getoption("bench_profile")), parse_dtypes(config.getoption("bench_dtypes")))
     metafunc.parametrize("case", selected, ids=[c.id.split("/", 1)[1] for c in selected])
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-benchmark's, absent with -p no:benchmark
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
-    machine_info.update(devices.machine_info(bench_session(config).device))
-    machine_info["telemetry"] = telemetry.machine_info(bench_session(config).extensions)
-    if (found := bench_session(config).achievable_info()) is not None:
+    """The device, telemetry, achievable peaks and ranks of a run that uses the suite."""
+    if (shared := active_session(config)) is None:
+        return
+    from suites.core import device as devices
+    from suites.harness import distributed
+    from suites.observers import telemetry
+
+    machine_info.update(devices.machine_info(shared.device))
+    machine_info["telemetry"] = telemetry.machine_info(shared.extensions)
+    if (found := shared.achievable_info()) is not None:
         machine_info["achievable"] = found
-    if (world := bench_session(config).world) is not None:
-        machine_info["distributed"] = distributed.machine_info(world, bench_session(config).device)
+    if shared.world is not None:
+        machine_info["distributed"] = distributed.machine_info(shared.world, shared.device)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Under torchrun, check that every rank collected the same cases in the same order."""
-    if (world := bench_session(session.config).world) is not None:
-        distributed.check_same_cases([item.nodeid for item in session.items], world)
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output_json: dict) -> None:
+    """Add the cases that produced no timing (oom, unsupported, error) beside pytest-benchmark's `benchmarks`."""
+    if (shared := active_session(config)) is not None:
+        output_json["not_measured"] = list(shared.not_measured)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if SESSION in config.stash and config.stash[SESSION].world is not None:
+    if (shared := active_session(config)) is not None and shared.world is not None:
+        from suites.harness import distributed
+
         distributed.leave()
-
-
-def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output_json: dict) -> None:
-    """Add the cases that produced no timing (oom, unsupported, error) beside pytest-benchmark's `benchmarks`."""
-    output_json["not_measured"] = list(bench_session(config).not_measured)
 
 
 @pytest.fixture
 def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], CaseResult]:
-    """`run_case(case)`: measure one case in device time and record it in the benchmark JSON."""
+    """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON."""
+    from suites.harness import session as sessions
+
     shared = bench_session(request.config)
     return lambda case: sessions.run(shared, benchmark, request, case)
+
+
+@pytest.fixture
+def device_bench(request: pytest.FixtureRequest, benchmark) -> DeviceBench:
+    """`device_bench(fn, flops=..., bytes=..., dtype=..., cold=..., graph=...)`: time any callable as the suite
+    times its ops (device time with the host held out; wall time on a CPU) and record it in the benchmark JSON.
+    `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py."""
+    from suites.harness.device_bench import DeviceBench
+
+    return DeviceBench(bench_session(request.config), benchmark, request)

@@ -5,26 +5,34 @@ at minute 50 of 60 (a CI timeout's SIGTERM, Ctrl-C, a full disk at the end) keep
 cases were all unsupported writes no file at all. This writer takes the file outputs over from it:
 
 - before the first case, each output location (`--benchmark-json`, `--benchmark-save`/`--benchmark-autosave`
-  into a file storage) is checked by creating the run's journal beside it: a missing or unwritable folder is a
-  usage error in the first second, not a traceback after an hour;
+  into a file storage) is checked and the run's journal is created (suites/harness/journal.py): beside the
+  storage's file when the run saves there, else beside `--benchmark-json`. A missing or unwritable folder, a
+  folder or a special file (a device, a FIFO) where the file should be, a full disk: a usage error in the first
+  second, not a traceback after an hour. A symlink is followed to the file it names, which is then replaced (the
+  link stays). A journal left by a run that is gone (killed) is moved aside, or replaced when it holds no case,
+  with a note; one whose run is still going is refused;
+- the storage's run number is claimed with the journal under a lock on the machine's folder, and a journal
+  counts as its run's number: two runs starting together, or a run after a killed one, get numbers of their own;
 - each finished case (measured, or not measured with its reason) is appended to the journal and fsync'ed the
-  moment its test ends; a run killed outright (SIGKILL, the OOM killer) leaves the journal, which
-  `python -m reports` reads as a results file marked incomplete;
+  moment its test ends, and with `--bench-rounds N` each of rounds 1..N-1 too (`journal_round`); a run killed
+  outright (SIGKILL, the OOM killer) leaves the journal, which `python -m reports` reads as a results file
+  marked incomplete. A journal line that cannot be written (a full disk) stops the run: the journal is cut back
+  to its whole lines, the final file is still tried, and the messages say which cases are where;
 - SIGTERM, SIGHUP and SIGINT stop the run like Ctrl-C does, and the final file still gets written;
 - the final file is written to a temporary name, fsync'ed and renamed over the target, so no reader ever sees
-  half a file; it holds the finished cases only, and a run that did not finish every selected case carries
-  `incomplete: true` and `incomplete_reason` at its top level. Then the journal is removed.
-
-Journal format (JSON Lines): a header `{"journal": 1, "machine_info": ..., "commit_info": ..., "datetime": ...,
-"version": ...}`, then one line per case, `{"benchmarks": ENTRY}` or `{"not_measured": ENTRY}`.
+  half a file; it holds the finished cases (and those measured only in earlier rounds), and a run that did not
+  finish every selected case carries `incomplete: true` and `incomplete_reason` at its top level. Then the
+  journal is removed. A run that finished no case (`--collect-only` writes nothing at all, a `-k` that selects
+  nothing, a stop before the first case) replaces no file: an existing results file is left as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import fcntl
 import os
 import signal
+import stat
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,9 +41,13 @@ import pytest
 from pytest_benchmark import __version__ as PYTEST_BENCHMARK_VERSION
 from pytest_benchmark.utils import get_tag, safe_dumps
 
-JOURNAL_SUFFIX = ".journal"
-JOURNAL_VERSION = 1
+from suites.harness.journal import SUFFIX as JOURNAL_SUFFIX
+from suites.harness.journal import Journal, JournalBusy, fsync_dir
+
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
+NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
+SPECIAL_FILES = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a named pipe",
+                 stat.S_ISSOCK: "a socket"}
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -43,7 +55,7 @@ def write_atomically(path: Path, text: str) -> None:
 
     The stop signals are blocked meanwhile: a second Ctrl-C must not leave the temporary file instead of results.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name[:40]}.{os.getpid()}.tmp")  # never a longer name than the journal's
     with blocked_signals():
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -53,7 +65,7 @@ def write_atomically(path: Path, text: str) -> None:
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 @contextlib.contextmanager
@@ -68,75 +80,84 @@ def blocked_signals() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename durable (POSIX); a filesystem that cannot open directories is left as it is."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def dumps(data: dict) -> str:
     """JSON as pytest-benchmark writes it (its encoder turns what json cannot encode into its repr)."""
     return safe_dumps(data, ensure_ascii=True, indent=4)
 
 
-class Journal:
-    """An append-only file of one JSON line per finished case, each line on disk before the next case starts."""
+def resolve_target(path: Path) -> Path:
+    """Where `--benchmark-json` really writes: a symlink is followed to the file it names (so the rename replaces
+    that file and the link stays a link, as a user expects of `>` or an editor's save); a folder or a special
+    file (a device, a FIFO, a socket), which a rename would replace, is a usage error."""
+    real = Path(os.path.realpath(path))
+    try:
+        mode = real.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise pytest.UsageError(f"--benchmark-json {path}: {exc.strerror or exc}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise pytest.UsageError(f"--benchmark-json {path}: is a folder; the results file needs a file name")
+    kind = next((name for test, name in SPECIAL_FILES.items() if mode is not None and test(mode)), None)
+    if kind:
+        raise pytest.UsageError(f"--benchmark-json {path}: is {kind}, not a regular file; name a results file")
+    if not real.parent.is_dir():
+        raise pytest.UsageError(f"--benchmark-json {path}: folder {real.parent} does not exist")
+    _check_writable(real.parent)
+    return real
 
-    def __init__(self, path: Path, header: dict) -> None:
-        self.path = path
-        self._fh = open(path, "x", encoding="utf-8")  # noqa: SIM115 (open for the whole run, closed in close())
-        self._append({"journal": JOURNAL_VERSION, **header})
 
-    def add(self, kind: str, entry: dict) -> None:
-        self._append({kind: entry})
-
-    def _append(self, line: dict) -> None:
-        self._fh.write(json.dumps(line, default=repr) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-
-    def close(self, remove: bool) -> None:
-        self._fh.close()
-        if remove:
-            self.path.unlink(missing_ok=True)
+def storage_folder(config: pytest.Config) -> Path:
+    """The machine's folder of the file storage, created like pytest-benchmark creates it, and checked."""
+    storage = config._benchmarksession.storage
+    if storage.path.exists() and not storage.path.is_dir():
+        raise pytest.UsageError(f"--benchmark-storage {storage.path}: is a file, not a folder")
+    try:
+        storage.path.mkdir(parents=True, exist_ok=True)
+        folder = storage.get("")
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"--benchmark-storage {storage.path}: {exc.strerror or exc}") from None
+    _check_writable(folder)
+    return folder
 
 
-def output_targets(config: pytest.Config, json_path: Path | None, save_name: str | None) -> list[Path]:
-    """The files this run will write, each checked: its folder exists and is a folder, the file is not one."""
-    targets = []
-    if json_path is not None:
-        targets.append(json_path)
-    if save_name is not None:
-        storage = config._benchmarksession.storage
-        if storage.path.exists() and not storage.path.is_dir():
-            raise pytest.UsageError(f"--benchmark-storage {storage.path}: is a file, not a folder")
-        try:
-            storage.path.mkdir(parents=True, exist_ok=True)
-            folder = storage.get("")  # the machine's folder, created like pytest-benchmark creates it
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise pytest.UsageError(f"--benchmark-storage {storage.path}: {exc.strerror or exc}") from None
-        targets.append(folder / f"{next_number(folder):04d}_{save_name}.json")
-    for target in targets:
-        if target.is_dir():
-            raise pytest.UsageError(f"{target}: is a folder; the results file needs a file name")
-        if not target.parent.is_dir():
-            raise pytest.UsageError(f"{target}: folder {target.parent} does not exist")
-    return targets
+def journal_path(target: Path) -> Path:
+    return target.with_name(target.name + JOURNAL_SUFFIX)
 
 
 def next_number(folder: Path) -> int:
-    """pytest-benchmark's run counter: one more than the highest NNNN_*.json in the machine's folder."""
-    numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*.json")]
+    """pytest-benchmark's run counter: one more than the highest NNNN_*.json in the machine's folder, a run's
+    journal (NNNN_*.json.journal: running, or killed) counting as its run."""
+    numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*")
+               if p.name.endswith((".json", ".json" + JOURNAL_SUFFIX))]
     return max(numbers, default=0) + 1
 
 
+def claim_number(folder: Path, name: str, header: dict, notes: list[str]) -> tuple[Path, Journal]:
+    """The storage's next run file and this run's journal beside it. The number is taken and the journal (which
+    holds it) created under the folder's lock, so that two runs starting at once get two numbers."""
+    with _locked(folder / NUMBER_LOCK):
+        target = folder / f"{next_number(folder):04d}_{name}.json"
+        return target, Journal.create(journal_path(target), header, notes)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on a lock file, waited for (it is held for microseconds); none where locks are
+    unsupported, which leaves the old race rather than failing the run."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class ResultsWriter:
-    """A pytest plugin object: it owns the run's file outputs from session start to session finish."""
+    """A pytest plugin object: it owns the run's file outputs from the end of collection (`start`) to session
+    finish."""
 
     def __init__(self, config: pytest.Config, json_path: Path | None, save_name: str | None,
                  not_measured: list[dict]) -> None:
@@ -144,73 +165,96 @@ class ResultsWriter:
         self.json_path = json_path
         self.save_name = save_name
         self.not_measured = not_measured  # the session's list, appended to as cases end
-        self.targets: list[Path] = []
+        self.targets: list[Path] = []  # the storage's file first, then --benchmark-json's (resolved)
+        self.json_target: Path | None = None
         self.journal: Journal | None = None
+        self.session: pytest.Session | None = None
         self.machine_info: dict = {}
         self.commit_info: dict = {}
         self.finished: set[str] = set()
+        self.partial: dict[str, tuple[str, dict]] = {}  # by nodeid: a case's entry from its earlier rounds
+        self.journaled: set[str] = set()  # the cases with a line in the journal
+        self.journal_error: str | None = None  # why the journal stopped taking lines
         self.selected = 0
         self.stopped_by: str | None = None
         self._journaled_not_measured = 0
         self._old_handlers: dict[int, object] = {}
 
-    # pytest hooks
-
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.targets = output_targets(self.config, self.json_path, self.save_name)
-        if not self.targets:
+    def start(self, session: pytest.Session, selected: int) -> None:
+        """Check the outputs and open the journal, before the first of the `selected` cases runs."""
+        self.selected = selected
+        self.session = session
+        json_target = self.json_target = resolve_target(self.json_path) if self.json_path is not None else None
+        folder = storage_folder(self.config) if self.save_name is not None else None
+        if json_target is None and folder is None:
             return
-        for target in self.targets:
-            _check_writable(target.parent)
-        self.machine_info = self.config.hook.pytest_benchmark_generate_machine_info(config=self.config)
-        self.commit_info = self.config.hook.pytest_benchmark_generate_commit_info(config=self.config)
-        self.config.hook.pytest_benchmark_update_commit_info(config=self.config, commit_info=self.commit_info)
-        journal_path = self.targets[0].with_name(self.targets[0].name + JOURNAL_SUFFIX)
-        header = {"machine_info": self.machine_info, "commit_info": self.commit_info,
-                  "datetime": datetime.now(timezone.utc).isoformat(), "version": PYTEST_BENCHMARK_VERSION}
+        header = self._header()
+        notes: list[str] = []
+        where = folder if folder is not None else self.json_path
         try:
-            self.journal = Journal(journal_path, header)
-        except FileExistsError:
-            raise pytest.UsageError(f"{journal_path}: a journal of another run is there (running, or killed: "
-                                    "read it with `python -m reports table`, then remove it)") from None
+            if folder is not None:
+                target, self.journal = claim_number(folder, self.save_name, header, notes)
+                self.targets.append(target)
+            else:
+                self.journal = Journal.create(journal_path(json_target), header, notes)
+        except JournalBusy as exc:
+            raise pytest.UsageError(str(exc)) from None
         except OSError as exc:
-            raise pytest.UsageError(f"{self.targets[0]}: cannot write there ({exc.strerror or exc})") from None
+            raise pytest.UsageError(f"{where}: cannot write there ({exc.strerror or exc})") from None
+        if json_target is not None:
+            self.targets.append(json_target)
+        for note in notes:
+            print(note)
         self._install_signal_handlers()
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.selected = sum(_is_case(item) for item in session.items)
+    # pytest hooks
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when == "call" and self.journal is not None and _is_case(item):
+        ended = call.when == "call" or (call.when == "setup" and report.skipped)  # a skip is a finished case
+        if ended and self.journal is not None and is_case(item):
             self._journal_case(item)
         return report
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.targets:
+        if self.journal is None:
             return
-        written = True
         with blocked_signals():  # a second Ctrl-C or SIGTERM waits until the file is whole
-            output = self._output(session, exitstatus)
-            text = dumps(output)
-            for target in self.targets:
-                if target != self.json_path and not self.finished:
-                    continue  # no empty autosaved runs in the storage; an explicit --benchmark-json is always written
-                try:
-                    write_atomically(target, text)
-                except OSError as exc:
-                    written = False
-                    print(f"\nerror: cannot write {target} ({exc.strerror or exc}); the finished cases are in "
-                          f"{self.journal.path}, which `python -m reports` reads")
-                    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-                    continue
-                print(f"\nresults: {target}" + (f" (incomplete: {output['incomplete_reason']})"
-                                                 if output.get("incomplete") else ""))
-            self.journal.close(remove=written)
+            written, failed = self._write(self._output(session, exitstatus))
+            for target, why in failed:
+                where = f"the results are in {written[0]}" if written else self._journal_holds()
+                print(f"\nerror: cannot write {target} ({why}); {where}")
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            self.journal.close(remove=bool(written) or not failed)  # kept while it holds what no file does
             self._restore_signal_handlers()
 
+    # what the rounds before pytest's pass report
+
+    def journal_round(self, item: pytest.Item, kind: str, entry: dict, rounds_done: int) -> None:
+        """A case's entry after one of the rounds before pytest's pass (`kind` `benchmarks` or `not_measured`):
+        kept for the final file should the run end before the case's pass, and journaled at once."""
+        with blocked_signals():
+            self.partial[item.nodeid] = (kind, entry)
+            self._journal(item.nodeid, {kind: entry, "round": rounds_done})
+        if self.journal_error and self.session is not None:
+            raise self.session.Interrupted(self.session.shouldstop)
+
     # the parts
+
+    def _header(self) -> dict:
+        """The journal's first line: the machine as the final file will describe it (the suite's fields added by
+        the same hook), so a killed run reads as the machine it ran on."""
+        self.machine_info = self.config.hook.pytest_benchmark_generate_machine_info(config=self.config)
+        self.commit_info = self.config.hook.pytest_benchmark_generate_commit_info(config=self.config)
+        self.config.hook.pytest_benchmark_update_commit_info(config=self.config, commit_info=self.commit_info)
+        return {"machine_info": self._machine_info(), "commit_info": self.commit_info,
+                "datetime": datetime.now(timezone.utc).isoformat(), "version": PYTEST_BENCHMARK_VERSION}
+
+    def _machine_info(self) -> dict:
+        machine_info = dict(self.machine_info)
+        self.config.hook.pytest_benchmark_update_machine_info(config=self.config, machine_info=machine_info)
+        return machine_info
 
     def _journal_case(self, item: pytest.Item) -> None:
         """The case's entry on disk and the case counted as finished, both or neither (signals wait meanwhile)."""
@@ -219,22 +263,67 @@ class ResultsWriter:
             fixture = item.funcargs.get("benchmark")
             stats = getattr(fixture, "stats", None)
             if stats is not None and not fixture.has_error:
-                self.journal.add("benchmarks", stats.as_dict(include_data=True))
+                self._journal(item.nodeid, {"benchmarks": stats.as_dict(include_data=True)})
             for entry in self.not_measured[self._journaled_not_measured:]:
-                self.journal.add("not_measured", entry)
+                self._journal(str(entry.get("fullname")), {"not_measured": entry})
             self._journaled_not_measured = len(self.not_measured)
 
+    def _journal(self, nodeid: str, line: dict) -> None:
+        """One line on disk; when the disk refuses it, the run stops (the line is in memory, the journal whole)."""
+        if self.journal is None or self.journal_error is not None:
+            return
+        try:
+            self.journal.add(line)
+        except OSError as exc:
+            self.journal_error = exc.strerror or str(exc)
+            if self.session is not None:
+                self.session.shouldstop = (f"cannot write the journal {self.journal.path} ({self.journal_error}); "
+                                           f"it holds the {_cases(len(self.journaled))} before this one")
+            return
+        self.journaled.add(nodeid)
+
+    def _journal_holds(self) -> str:
+        """What the journal holds, said truly (a full disk may have kept the last cases out of it)."""
+        held, kept = len(self.journaled), len(self.finished | set(self.partial))
+        which = f"the {_cases(held)}" if held == kept else f"{held} of the {_cases(kept)}"
+        return f"{which} {'is' if held == 1 else 'are'} in {self.journal.path}, which `python -m reports` reads"
+
+    def _write(self, output: dict) -> tuple[list[Path], list[tuple[Path, str]]]:
+        """The final file at every target: the targets written, and those that failed with why. A run that kept
+        no case replaces no file and leaves no empty run in the storage; a new --benchmark-json file says why."""
+        text = dumps(output)
+        written: list[Path] = []
+        failed: list[tuple[Path, str]] = []
+        kept = output["benchmarks"] or output["not_measured"]  # a skipped test finished, yet recorded nothing
+        for target in self.targets:
+            if not kept and (target.exists() or target != self.json_target):
+                if target.exists():
+                    print(f"\nresults: no case measured or recorded; {target} left as it was")
+                continue
+            try:
+                write_atomically(target, text)
+            except OSError as exc:
+                failed.append((target, exc.strerror or str(exc)))
+                continue
+            written.append(target)
+            saved = "Wrote" if target == self.json_target else "Saved"  # pytest-benchmark's own words
+            print(f"\n{saved} benchmark data in: {target}" + (f" (incomplete: {output['incomplete_reason']})"
+                                                             if output.get("incomplete") else ""))
+        return written, failed
+
     def _output(self, session: pytest.Session, exitstatus: int) -> dict:
-        """pytest-benchmark's JSON of the finished cases, with our hooks' fields and the incomplete mark."""
+        """pytest-benchmark's JSON of the finished cases (and of those cut short after earlier rounds), with our
+        hooks' fields and the incomplete mark."""
         bs = self.config._benchmarksession
         done = [b for b in bs.benchmarks if b.fullname in self.finished]
-        machine_info = dict(self.machine_info)
-        self.config.hook.pytest_benchmark_update_machine_info(config=self.config, machine_info=machine_info)
         output = self.config.hook.pytest_benchmark_generate_json(
-            config=self.config, benchmarks=done, include_data=True, machine_info=machine_info,
+            config=self.config, benchmarks=done, include_data=True, machine_info=self._machine_info(),
             commit_info=self.commit_info)
         self.config.hook.pytest_benchmark_update_json(config=self.config, benchmarks=done, output_json=output)
         output["not_measured"] = [e for e in output.get("not_measured", []) if e.get("fullname") in self.finished]
+        for nodeid, (kind, entry) in self.partial.items():
+            if nodeid not in self.finished:
+                output.setdefault(kind, []).append(entry)
         reason = self._incomplete_reason(session, exitstatus)
         if reason:
             output["incomplete"] = True
@@ -243,7 +332,8 @@ class ResultsWriter:
 
     def _incomplete_reason(self, session: pytest.Session, exitstatus: int) -> str | None:
         """Why the run did not finish every selected case, or None when it did."""
-        if len(self.finished) >= self.selected and self.stopped_by is None:
+        finished = len(self.finished)
+        if 0 < self.selected <= finished and self.stopped_by is None:
             return None
         if self.stopped_by:
             why = f"stopped by {self.stopped_by}"
@@ -253,7 +343,9 @@ class ResultsWriter:
             why = f"stopped early ({session.shouldstop or session.shouldfail})"
         else:
             why = "not every selected case ran"
-        return f"{why}; {len(self.finished)} of {self.selected} selected cases finished"
+        rounds_only = len(set(self.partial) - self.finished)
+        more = f", {rounds_only} more kept from their earlier rounds" if rounds_only else ""
+        return f"{why}; {finished} of {self.selected} selected cases finished{more}"
 
     def _install_signal_handlers(self) -> None:
         """SIGTERM and SIGHUP end the run as Ctrl-C does (KeyboardInterrupt), so the finish hooks still run."""
@@ -271,7 +363,11 @@ class ResultsWriter:
         self._old_handlers.clear()
 
 
-def _is_case(item: pytest.Item) -> bool:
+def _cases(count: int) -> str:
+    return f"{count} case{'s' if count != 1 else ''}"
+
+
+def is_case(item: pytest.Item) -> bool:
     """A test that measures (through `run_case` or pytest-benchmark's own fixture), as opposed to a plain test."""
     return "benchmark" in getattr(item, "fixturenames", ())
 
@@ -281,36 +377,41 @@ def _check_writable(folder: Path) -> None:
         raise pytest.UsageError(f"{folder}: cannot write there (permission denied)")
 
 
-def drop_json_option(option: object) -> Path | None:
-    """Take `--benchmark-json` away from pytest-benchmark and return where it pointed. Before 5.3 the option is
-    an open file by now (argparse's FileType opened it for writing while parsing): its handle is closed; from 5.3
-    on it is a path."""
-    value = getattr(option, "benchmark_json", None)
+def writer_of(config: pytest.Config) -> ResultsWriter | None:
+    """The run's writer, when it took the outputs over (rank 0, a file output chosen)."""
+    return config.pluginmanager.get_plugin("bench-results")
+
+
+def drop_json(bench: object) -> Path | None:
+    """Take `--benchmark-json` away from pytest-benchmark's session and return where it pointed. Before 5.3 the
+    option is an open file by now (argparse's FileType opened it for writing while parsing): its handle is
+    closed; from 5.3 on it is a path."""
+    value = getattr(bench, "json", None)
     if value is None:
         return None
-    option.benchmark_json = None
+    bench.json = None
     if hasattr(value, "close"):
         value.close()
         return Path(value.name)
     return Path(value)
 
 
-def take_over(config: pytest.Config, not_measured: list[dict]) -> None:
-    """Take the file outputs from pytest-benchmark (before its session reads the options) and register the writer.
+def take_over(session: pytest.Session, bench: object, not_measured: list[dict]) -> None:
+    """Take the file outputs from pytest-benchmark's session `bench` and start the writer, once collection has
+    shown that the run measures the suite's cases (suites/harness/pytest_plugin.py decides when).
 
-    A storage that is not a folder (elasticsearch) stays pytest-benchmark's. Under torchrun only rank 0 owns the
-    outputs (the other ranks would race for the same journal).
+    A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
     """
-    if os.environ.get("RANK", "0") != "0":
-        return
-    option = config.option
-    json_path = drop_json_option(option)
+    config = session.config
+    json_path = drop_json(bench)
     save_name = None
-    storage = str(getattr(option, "benchmark_storage", "") or "")
+    storage = str(config.getoption("benchmark_storage", "") or "")
     if "://" not in storage or storage.startswith("file://"):
-        save_name = option.benchmark_save or _autosave_name(option.benchmark_autosave)
-        option.benchmark_save = option.benchmark_autosave = None
-    config.pluginmanager.register(ResultsWriter(config, json_path, save_name, not_measured), "bench-results")
+        save_name = bench.save or _autosave_name(bench.autosave)
+        bench.save = bench.autosave = None
+    writer = ResultsWriter(config, json_path, save_name, not_measured)
+    writer.start(session, sum(is_case(item) for item in session.items))  # a usage error: nothing registered
+    config.pluginmanager.register(writer, "bench-results")
 
 
 def _autosave_name(autosave: object) -> str | None:

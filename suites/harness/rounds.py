@@ -33,7 +33,6 @@ from suites.core.timing import StopRule
 QUICK_ROUND = StopRule(min_samples=5, min_time_s=0.02, target_rel_iqr=0.05, timeout_s=0.7, warmup_s=0.01)
 FULL_ROUND = StopRule(min_samples=10, min_time_s=0.2, target_rel_iqr=0.02, timeout_s=5.0, warmup_s=0.05)
 ROUND_RULES = {"quick": QUICK_ROUND, "full": FULL_ROUND}
-NIGHTLY_ROUNDS = 3
 
 
 def parse_rounds(value: int) -> int:
@@ -84,13 +83,21 @@ def bench_cases(items: Sequence[pytest.Item]) -> list[Case]:
 
 
 def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case], CaseResult],
-                   report: Callable[[str], None] = print) -> RoundLog:
-    """The rounds before pytest's pass, each over every case in its own order; pytest's pass (order 0) follows."""
+                   report: Callable[[str], None] = print,
+                   recorded: Callable[[list[CaseResult]], None] | None = None) -> RoundLog:
+    """The rounds before pytest's pass, each over every case in its own order; pytest's pass (order 0) follows.
+
+    `recorded` is called with a case's results so far each time one of its rounds ends (the results writer
+    journals them, so a run stopped in these rounds keeps what they measured).
+    """
     log = RoundLog()
     for index in range(1, rounds):
         start = time.perf_counter()
         for position in round_order(len(cases), index, rounds):
-            log.add(run(cases[position]))
+            result = run(cases[position])
+            log.add(result)
+            if recorded is not None:
+                recorded(log.results[result.case.id])
         log.seconds.append(time.perf_counter() - start)
         report(f"bench round {index}/{rounds}: {len(cases)} cases in {log.seconds[-1]:.1f} s")
     return log

@@ -10,22 +10,23 @@ pytest-benchmark cannot silently break this.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from pytest_benchmark.stats import Metadata
 
 from suites.core import achievable
 from suites.core import device as devices
-from suites.core.cases import Case, select_dtypes
+from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
 from suites.core.timing import RULES, StopRule
 from suites.harness import distributed
 from suites.harness import rounds as bench_rounds
 
-PROFILES = tuple(RULES)
 SMOKE = StopRule(min_samples=1, min_time_s=0.0, target_rel_iqr=float("inf"), timeout_s=0.0, warmup_s=0.0)
 
 
@@ -88,7 +89,7 @@ class BenchSession:
         """This machine's achievable peaks, searched (or loaded) on first use; None when off or when it failed."""
         if self._achievable is None:
             if self.achievable_mode == "off":
-                self._achievable = "off (--achievable-peaks off)"
+                self._achievable = "off (--bench-achievable-peaks off)"
             elif self.world is not None:
                 self._achievable = "off under torchrun: ranks searching at once would contend for the node"
             else:
@@ -116,24 +117,41 @@ class BenchSession:
             return {"source": None, "reason": self._achievable}
         return self._achievable.as_dict()
 
-    def select(self, cases: list[Case]) -> list[Case]:
-        return select_dtypes(cases, self.dtypes)
+
+DEVICE_FLAG = "--bench-device"
+
+
+def resolve_device(config: pytest.Config) -> torch.device:
+    try:
+        return devices.resolve(config.getoption("bench_device"), DEVICE_FLAG)
+    except devices.DeviceError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def check_options(config: pytest.Config) -> None:
+    """The checks that need torch, for options given on the command line: the dtypes, the device (its name and
+    that this machine has it; CUDA is not initialised for it), the rounds."""
+    parse_dtypes(config.getoption("bench_dtypes"))
+    if config.getoption("bench_device") != "auto":  # auto picks a device; it cannot be wrong
+        resolve_device(config)
+    rounds = bench_rounds.parse_rounds(config.getoption("bench_rounds"))
+    if rounds > 1 and distributed.launched():
+        raise pytest.UsageError("--bench-rounds: one round under torchrun (the ranks measure each case in lockstep)")
 
 
 def from_config(config: pytest.Config) -> BenchSession:
-    try:
-        device = devices.resolve(config.getoption("bench_device"))
-    except devices.DeviceError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    """The run's session, made when a test first needs the suite (never for a run that does not use it): the
+    device (made CUDA's current device), and under torchrun this rank's place in the process group."""
+    device = resolve_device(config)
     launched = distributed.launched()  # under torchrun: rank r on cuda:LOCAL_RANK, in the process group
     if launched:
         device = distributed.local_device(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
-    world = distributed.join(device, config.getoption("dist_timeout_s")) if launched else None
+    world = distributed.join(device, config.getoption("bench_dist_timeout_s")) if launched else None
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
-                        achievable_mode=config.getoption("achievable_peaks"),
-                        achievable_cache=Path(config.getoption("achievable_cache")), world=world,
+                        achievable_mode=config.getoption("bench_achievable_peaks"),
+                        achievable_cache=Path(config.getoption("bench_achievable_cache")), world=world,
                         rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
 
 
@@ -160,6 +178,25 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
     """A JSON entry shaped like pytest-benchmark's, without stats, for a case that produced no timing."""
     return {"group": result.case.suite, "name": item_name, "fullname": nodeid, "params": dict(result.case.params),
             "extra_info": result.extra_info}
+
+
+def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseResult]) -> tuple[str, dict]:
+    """A case's entry from the rounds it had before pytest's pass, what a run stopped before that pass keeps:
+    (`benchmarks`, ENTRY) shaped as `record` makes it, from the latest round that measured (the others in
+    `round_medians_s`, as `bench_rounds.merge` puts them), or (`not_measured`, ENTRY) when none did."""
+    measured = [r for r in results if r.measurement is not None]
+    latest = measured[-1] if measured else results[-1]
+    extra = {**latest.extra_info, "profile": session.profile,
+             **bench_rounds.merge(latest, [r for r in results if r is not latest])}
+    if latest.measurement is None:
+        return "not_measured", not_measured_entry(item.name, item.nodeid, replace(latest, extra_info=extra))
+    fixture = SimpleNamespace(name=item.name, fullname=item.nodeid, group=latest.case.suite, param=item.callspec.id,
+                              params=dict(latest.case.params), extra_info=extra, cprofile_stats=None)
+    entry = Metadata(fixture, iterations=1, options={"timer": latest.measurement.timer, "min_rounds": None,
+                                                     "max_time": None, "min_time": None, "warmup": None})
+    for seconds in latest.measurement.samples_s:
+        entry.update(seconds)
+    return "benchmarks", entry.as_dict(include_data=True)
 
 
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:

@@ -40,11 +40,11 @@ import numpy as np
 import torch
 from scipy.integrate import trapezoid
 
-from suites.core import nvml
+from suites.core import defaults, nvml
 from suites.core.cases import Case
 from suites.core.runner import Extension
 
-DEFAULT_INTERVAL_MS = 20.0
+DEFAULT_INTERVAL_MS = defaults.TELEMETRY_INTERVAL_MS
 MAX_STRETCH_S = 1.0  # several times the slowest counter update period reported (100 ms)
 COUNTER_POLL_S = 0.002
 
@@ -305,7 +305,7 @@ class TelemetryExtension(Extension):
     @functools.cached_property
     def _reader(self) -> tuple[NvmlReader | None, str | None]:
         if self.interval_ms == 0:
-            return None, "disabled by --telemetry-interval-ms 0"
+            return None, "disabled by --bench-telemetry-interval-ms 0"
         lib, reason = nvml.nvml()
         if lib is None:
             return None, reason

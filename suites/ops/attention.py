@@ -8,6 +8,11 @@ skipped with the reasons torch gives (its warnings and its error). FLOPs are cou
 count them: 4 x b x s^2 x h x d forward, halved when causal, and the backward 2.5 x the forward (fwd_bwd 3.5 x).
 Every implementation is checked against float64 attention on the same random inputs, output and gradients.
 
+Two timing levers, CUDA only (`cold`, `graph` params): the L2 flushed before every call, and the calls replayed as
+a CUDA graph, against the warm, eager twin. Naive attention launches five kernels per forward, so at short
+sequences its launches weigh; they run in the full profile for naive and flash, bfloat16, forward, at the shortest
+sequence of the memory sweep (`LEVER_SEQ`).
+
 Two sweeps: at a constant token count (batch x seq = 16k, model width 2048, FlashAttention's benchmark setting)
 the work per token grows with the sequence; at a fixed batch the memory of `naive` grows 4x per doubling of the
 sequence and that of the fused kernels 2x (their output and softmax statistics only).
@@ -26,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from suites.core.cases import Case, Unsupported, Workload
+from suites.core.cases import Case, Unsupported, Workload, require_cuda_timing
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import DTYPES, TOLERANCE
 from suites.ops.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
@@ -40,6 +45,7 @@ IMPL_DTYPES = {impl: ("float16", "bfloat16", "float32") if impl in ("naive", "ma
                for impl in IMPLS}
 BACKWARD_FACTOR = 2.5  # backward FLOPs per forward FLOP, as FlashAttention's benchmarks count them
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+LEVER_SEQ = SEQS[0]  # the cold and graph twins run where launches and L2 weigh most: the shortest sequence
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,9 @@ class Point:
         return "causal" if self.causal else "noncausal"
 
 
-def _build(impl: str, dtype: str, point: Point, device: torch.device) -> Workload:
+def _build(impl: str, dtype: str, point: Point, timed_on_cuda: bool, device: torch.device) -> Workload:
+    if timed_on_cuda:
+        require_cuda_timing(device)
     gen = torch.Generator().manual_seed(0)
     grads = point.pass_ == "fwd_bwd"
     q, k, v = (random_tensor(point.shape.dims, gen, device, DTYPES[dtype]).requires_grad_(grads) for _ in range(3))
@@ -174,20 +182,30 @@ def _build(impl: str, dtype: str, point: Point, device: torch.device) -> Workloa
     return Workload(fn=run, error_rel=error_rel, extra_info=cpu_memory_info(run, device))
 
 
-def make_case(impl: str, dtype: str, point: Point) -> Case:
-    """One attention case; its id is stable across runs and machines (nightly history keys on it)."""
+def make_case(impl: str, dtype: str, point: Point, cold: bool = False, graph: bool = False) -> Case:
+    """One attention case; its id is stable across runs and machines (nightly history keys on it): a cold or graph
+    twin adds `/cold` or `/graph` to its warm, eager case's id."""
     shape = point.shape
+    timing = ("/cold" if cold else "") + ("/graph" if graph else "")
     return Case(
         suite=SUITE,
-        id=f"{SUITE}/{impl}/{dtype}/{shape.text}/{point.mask}/{point.pass_}",
+        id=f"{SUITE}/{impl}/{dtype}/{shape.text}/{point.mask}/{point.pass_}{timing}",
         params={"impl": impl, "dtype": dtype, "shape": shape.text, "batch": str(shape.batch),
                 "heads": str(shape.heads), "seq": str(shape.seq), "head_dim": str(shape.head_dim),
-                "causal": str(point.causal).lower(), "pass": point.pass_},
-        build=partial(_build, impl, dtype, point),
+                "causal": str(point.causal).lower(), "pass": point.pass_, "cold": str(cold).lower(),
+                "graph": str(graph).lower()},
+        build=partial(_build, impl, dtype, point, cold or graph),
         flops=pass_flops(shape, point.causal, point.pass_),
         peak_dtype=dtype,
         tolerance=TOLERANCE[dtype],
+        cold=cold,
+        graph=graph,
     )
+
+
+def timing_twins(point: Point, impls: tuple[str, ...] = ("naive", "flash"), dtype: str = "bfloat16") -> list[Case]:
+    """The cold and the graph twin of each implementation at one point (their warm, eager cases are in a sweep)."""
+    return [make_case(impl, dtype, point, cold, not cold) for impl in impls for cold in (True, False)]
 
 
 def fixed_batch(batch: int, heads: int, head_dim: int, seqs: tuple[int, ...], dtype: str = "bfloat16") -> list[Case]:
@@ -211,9 +229,11 @@ def every_path(point: Point) -> list[Case]:
 def cases(profile: str) -> list[Case]:
     """quick: the memory sweep at a fixed batch (bfloat16, 128 to 512 tokens, what a 2-core CPU runs in seconds)
     and every implementation and dtype once at a small shape, causal, forward and backward; full: the constant-token
-    sweep and the memory sweep at batch 1 up to 16k tokens. A case in both sweeps is listed once."""
+    sweep, the memory sweep at batch 1 up to 16k tokens, and the timing twins at its shortest sequence. A case in
+    both sweeps is listed once."""
     if profile == "quick":
         found = fixed_batch(4, 8, 64, (128, 256, 512)) + every_path(Point(Shape(1, 2, 128, 128), True, "fwd_bwd"))
     else:
-        found = constant_tokens(16384, 2048, SEQS) + fixed_batch(1, 16, 128, SEQS)
+        found = (constant_tokens(16384, 2048, SEQS) + fixed_batch(1, 16, 128, SEQS)
+                 + timing_twins(Point(Shape(1, 16, LEVER_SEQ, 128), False, "fwd")))
     return list({case.id: case for case in found}.values())

@@ -233,7 +233,7 @@ def table(rows: list[Row], budget: int | None) -> str:
 
 
 BENCH_FILE = '''"""Written by python -m suites.advise: the training-step levers of {model}. Rerun it with
-pytest -p suites.harness.pytest_plugin {path} --benchmark-only"""
+pytest {path} --benchmark-only --bench-device DEVICE"""
 
 from suites.harness import pytest_plugin
 from suites.training.train_step import Levers
@@ -283,8 +283,9 @@ class Sweep:
         While it runs, a line every PROGRESS_S says how many cases have finished (from the run's journal); the
         run ends with this process (suites/core/children.py)."""
         path = self.out / json_name
+        # -p: the plugin also where autoloading is off; --bench-device: the caller's repository may define --device
         cmd = [sys.executable, "-m", "pytest", "-p", "suites.harness.pytest_plugin", str(self.bench),
-               "--benchmark-only", "--device", self.device, "--bench-profile", self.profile, "-q",
+               "--benchmark-only", "--bench-device", self.device, "--bench-profile", self.profile, "-q",
                "-p", "no:cacheprovider", f"--benchmark-json={path}", *(["-k", select] if select else [])]
         log = path.with_suffix(".log")
         with log.open("w") as sink, children.stop_with_parent(children.start(cmd, stdout=sink,

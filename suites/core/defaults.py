@@ -1,0 +1,21 @@
+"""The defaults that the command line states and the measuring code uses, without importing torch.
+
+The pytest plugin is registered in every pytest run of an environment that installs this project (its `pytest11`
+entry point), so declaring its options must cost nothing: no torch import (seconds), no CUDA. The values those
+options default to live here, and the modules that use them import them from here, so each has one source.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROFILES = ("quick", "full")  # one stopping rule each in suites.core.timing.RULES
+TELEMETRY_INTERVAL_MS = 20.0  # NVML sampling interval during a measurement
+DIST_TIMEOUT_S = 300.0  # under torchrun: how long any collective may wait for the other ranks
+NIGHTLY_ROUNDS = 3  # --bench-rounds of the nightly workflow
+
+
+def achievable_cache() -> Path:
+    """$XDG_CACHE_HOME/torchbench-levers/achievable (~/.cache/...): per user and machine, outside the results."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbench-levers" / "achievable"

@@ -1,0 +1,75 @@
+"""The `device_bench` fixture's logic: any callable timed as the suite times its ops, in pytest-benchmark's JSON.
+
+pytest-benchmark's `benchmark(fn)` times Python calls with a host clock: on a GPU that measures how fast the
+host enqueues kernels, not how long they run. `device_bench(fn)` makes the callable a case of the core (a
+`suites.core.cases.Case` of kind `op`) and runs it through the same runner as the suites' own cases
+(`suites.core.runner.execute`, `suites.core.timing.measure`), so it gets what they get:
+
+- on CUDA, device time between CUDA events with the stream held until the host has enqueued the sample (the host
+  is out of the window), optionally with a cold L2 before every call (`cold=True`) or as a replayed CUDA graph
+  (`graph=True`); on a CPU, wall time, and `cold`/`graph` do nothing there (the record says what ran);
+- the run's stopping rule (`--bench-profile`), telemetry, `enqueue_s` and `host_bound`;
+- with `flops`/`bytes` (per call), TFLOP/s and GB/s, and with `dtype` on a GPU whose peaks are known, `pct_peak`;
+- pytest-benchmark's `stats` filled with those samples (seconds per call), `options.timer` and
+  `extra_info.timer` naming the timer that ran (`cuda_event`, `cuda_graph`, `wall`).
+
+The callable runs once before the measurement, outside the runner, so that a bug in it fails the test with its
+own traceback; an allocation failure is left to the runner, which records it as `oom` and skips the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from pytest_benchmark.fixture import FixtureAlreadyUsed
+
+from suites.core.cases import Case, Workload
+from suites.core.precision import DTYPES
+from suites.core.runner import CaseResult, is_oom
+from suites.harness import session as sessions
+from suites.harness.session import BenchSession
+
+GROUP = "device_bench"  # the benchmark group when neither the call nor a benchmark marker names one
+
+
+def peak_dtype(dtype: torch.dtype | str | None) -> str | None:
+    """The name `pct_peak` looks the device's peak up by: a design-card dtype name (`tf32` included) or a torch
+    float dtype."""
+    if dtype is None:
+        return None
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPES:
+        raise ValueError(f"device_bench: dtype {dtype!r} has no peak; expected one of {', '.join(DTYPES)}")
+    return name
+
+
+class DeviceBench:
+    """Callable once per test, like pytest-benchmark's fixture; `device` is the run's device (--bench-device)."""
+
+    def __init__(self, shared: BenchSession, benchmark, request: pytest.FixtureRequest) -> None:
+        self.shared, self.benchmark, self.request = shared, benchmark, request
+
+    @property
+    def device(self) -> torch.device:
+        return self.shared.device
+
+    def __call__(self, fn: Callable[[], object], *, flops: float | None = None, bytes: float | None = None,
+                 dtype: torch.dtype | str | None = None, cold: bool = False, graph: bool = False,
+                 group: str | None = None) -> CaseResult:
+        """Time `fn()` (no arguments: close over the inputs) and record it; returns the runner's result, whose
+        `extra_info` is what the JSON holds. `flops` and `bytes` are per call."""
+        if self.benchmark._mode:
+            raise FixtureAlreadyUsed(f"device_bench times one callable per test (it was used in {self.benchmark._mode}"
+                                     " mode); parametrize the test to time several")
+        try:
+            fn()
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+        node = self.request.node
+        case = Case(suite=group or self.benchmark.group or GROUP, id=node.nodeid,
+                    params=dict(self.benchmark.params or {}), build=lambda device: Workload(fn=fn), flops=flops,
+                    bytes=bytes, peak_dtype=peak_dtype(dtype), tf32=None, cold=cold, graph=graph, kind="op")
+        return sessions.run(self.shared, self.benchmark, self.request, case)

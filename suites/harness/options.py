@@ -1,0 +1,123 @@
+"""The suite's command-line options: their names, defaults and checks, declared without importing torch.
+
+Every option is namespaced `--bench-...`, so that the plugin can be a guest in a repository whose own conftest
+defines `--device` or `--trace-dir` (common in ML repositories). This repository's bench/ had shorter spellings
+before (`--device`, `--trace-dir`, ...): its root conftest.py keeps them as aliases (`add_legacy_spellings`), so the
+commands in its docs, CI, gpu_check and the nightly workflow keep working there; elsewhere only `--bench-...` exists.
+
+The checks (`check`) run at start-up, so that a wrong value is a one-line usage error in the first second. Those
+that need torch (a dtype name, a CUDA device) run only for options given on the command line: a run that leaves
+the suite's options alone pays nothing for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from suites.core import defaults
+from suites.core.units import parse_bytes
+
+GROUP = ("torchbench-levers", "torchbench-levers: device-time benchmarks and the GPU efficiency-lever suites")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its `--bench-...` name, the spelling this repository's bench/ used before (if any), and the
+    keyword arguments of pytest's `addoption` (dest, default, type, choices, help)."""
+
+    name: str
+    legacy: str | None
+    kwargs: dict = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        return self.kwargs["dest"]
+
+
+OPTIONS = (
+    Option("--bench-device", "--device", dict(
+        dest="bench_device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")),
+    Option("--bench-profile", None, dict(
+        dest="bench_profile", default="quick", choices=defaults.PROFILES,
+        help="quick: small shapes and a short stopping rule (minutes on a 2-core CPU); full: the real sweep")),
+    Option("--bench-dtypes", None, dict(
+        dest="bench_dtypes", default=None, help="comma-separated dtypes to keep, e.g. bfloat16,float16")),
+    Option("--bench-telemetry-interval-ms", "--telemetry-interval-ms", dict(
+        dest="bench_telemetry_interval_ms", type=float, default=defaults.TELEMETRY_INTERVAL_MS,
+        help=f"NVML sampling interval during each measurement (default {defaults.TELEMETRY_INTERVAL_MS:g}); "
+        "0 turns telemetry off")),
+    Option("--bench-trace-dir", "--trace-dir", dict(
+        dest="bench_trace_dir", default=None,
+        help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")),
+    Option("--bench-rounds", None, dict(
+        dest="bench_rounds", type=int, default=1,
+        help="measure the selection N times in interleaved passes and record each round's median per case, for "
+        f"verdicts from run-to-run noise (nightly: {defaults.NIGHTLY_ROUNDS})")),
+    Option("--bench-mem-budget", None, dict(
+        dest="bench_mem_budget", default=None, type=parse_bytes,
+        help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")),
+    Option("--bench-achievable-peaks", "--achievable-peaks", dict(
+        dest="bench_achievable_peaks", default="auto", choices=("auto", "search", "off"),
+        help="the achievable gemm and bandwidth peaks that pct_achievable divides by: auto loads this machine's "
+        "from --bench-achievable-cache or searches (seconds on CPU quick, about a minute per dtype on a GPU in "
+        "full); search searches again; off: no pct_achievable")),
+    Option("--bench-achievable-cache", "--achievable-cache", dict(
+        dest="bench_achievable_cache", default=str(defaults.achievable_cache()),
+        help="directory of achievable-peak files, one per machine identity (default: %(default)s)")),
+    Option("--bench-dist-timeout-s", "--dist-timeout-s", dict(
+        dest="bench_dist_timeout_s", type=float, default=defaults.DIST_TIMEOUT_S,
+        help="under torchrun: seconds any collective may wait for the other ranks before the run fails "
+        f"(default {defaults.DIST_TIMEOUT_S:g})")),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup(*GROUP)
+    for option in OPTIONS:
+        group.addoption(option.name, **option.kwargs)
+
+
+def add_legacy_spellings(parser: pytest.Parser) -> None:
+    """The spellings this repository's bench/ had before the options were namespaced (`--device` for
+    `--bench-device`, ...), as aliases: same destination, no default of their own. For this repository's root
+    conftest.py only: a host repository may define `--device` itself."""
+    group = parser.getgroup(*GROUP)
+    for option in OPTIONS:
+        if option.legacy:
+            group.addoption(option.legacy, **{**option.kwargs, "default": argparse.SUPPRESS,
+                                              "help": f"the same as {option.name}"})
+
+
+def given(config: pytest.Config, dest: str) -> bool:
+    """Whether an option holds something else than its default (it was given on the command line or in addopts)."""
+    default = next(o.kwargs.get("default") for o in OPTIONS if o.dest == dest)
+    return config.getoption(dest) != default
+
+
+def check(config: pytest.Config) -> None:
+    """Usage errors for values that cannot be right, before anything runs."""
+    interval = config.getoption("bench_telemetry_interval_ms")
+    if not (math.isfinite(interval) and interval >= 0):
+        raise pytest.UsageError(f"--bench-telemetry-interval-ms {interval:g}: expected 0 (off) or a positive "
+                                "interval")
+    if trace_dir := config.getoption("bench_trace_dir"):
+        _check_trace_dir(Path(trace_dir))
+    if given(config, "bench_dtypes") or given(config, "bench_device") or given(config, "bench_rounds"):
+        from suites.harness import session  # imports torch: only for options that were given
+
+        session.check_options(config)
+
+
+def _check_trace_dir(trace_dir: Path) -> None:
+    try:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"--bench-trace-dir {trace_dir}: {exc.strerror or exc}") from None
+    if not os.access(trace_dir, os.W_OK | os.X_OK):  # else every case's trace fails, said only in extra_info
+        raise pytest.UsageError(f"--bench-trace-dir {trace_dir}: cannot write there (permission denied)")

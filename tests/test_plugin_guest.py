@@ -1,0 +1,229 @@
+"""The plugin as a guest in another repository: registered by the installed project's `pytest11` entry point, it
+coexists with a conftest that defines `--device`, leaves runs that use none of its fixtures to pytest-benchmark
+alone (no torch import, no autosave or save-data changes, no journal, no incomplete mark for skips, its
+messages kept), handles `-p no:benchmark` and pytest-xdist, and its `device_bench` fixture times a user's
+callable into pytest-benchmark's JSON.
+
+Each test writes a small repository under tmp_path and runs pytest there in a subprocess, so this repository's
+conftest.py (with its legacy option spellings) is not loaded: what runs is what a user of another repository gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suites.core.timing import rel_iqr
+
+pytestmark = pytest.mark.slow
+
+HOST_CONFTEST = '''
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu", help="the host repository's own option")
+'''
+PLAIN_BENCHMARKS = '''
+import sys
+import time
+
+import pytest
+
+
+def test_sleep(benchmark):
+    benchmark(time.sleep, 0.0001)
+
+
+def test_sum(benchmark):
+    benchmark(sum, range(100))
+
+
+@pytest.mark.skip(reason="not today")
+def test_skipped(benchmark):
+    benchmark(sum, range(10))
+
+
+def test_plain(request):
+    assert request.config.getoption("--device")  # the host's own option
+
+
+def test_no_torch_was_imported():
+    assert "torch" not in sys.modules, "the plugin imported torch in a run that does not use it"
+'''
+DEVICE_BENCH = '''
+import pytest
+import torch
+
+
+def test_matmul(device_bench, request):
+    a = torch.randn(128, 128, device=device_bench.device)
+    device_bench(lambda: a @ a, flops=2 * 128**3, bytes=3 * 128 * 128 * 4, dtype=torch.float32)
+    assert request.config.getoption("--device") == "host-value"  # the host's option, untouched
+
+
+def test_cold_graph_on_cpu(device_bench):
+    a = torch.randn(64, 64)
+    device_bench(lambda: a + a, cold=True, graph=True, group="mine")
+
+
+@pytest.mark.skip(reason="not today")
+def test_skipped(device_bench):
+    device_bench(lambda: None)
+
+
+def test_used_twice(device_bench):
+    device_bench(lambda: None)
+    device_bench(lambda: None)
+
+
+def test_a_bug_in_the_function(device_bench):
+    def broken():
+        raise KeyError("the user's own bug")
+    device_bench(broken)
+
+
+def test_out_of_memory(device_bench):
+    def too_big():
+        raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    device_bench(too_big)
+'''
+
+
+def host(tmp_path: Path, **files: str) -> Path:
+    repo = tmp_path / "host"
+    repo.mkdir()
+    (repo / "conftest.py").write_text(HOST_CONFTEST)
+    for name, text in files.items():
+        (repo / f"{name}.py").write_text(textwrap.dedent(text))
+    return repo
+
+
+def run(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no addopts, no forced plugins
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", *args], cwd=repo,
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+def saved_runs(repo: Path) -> list[Path]:
+    return sorted((repo / ".benchmarks").rglob("*.json"))
+
+
+def test_the_plugin_is_registered_by_the_installed_entry_point(tmp_path):
+    proc = run(host(tmp_path, test_plain="def test_x():\n    pass\n"), "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--bench-device" in proc.stdout and "--bench-trace-dir" in proc.stdout
+    assert "--trace-dir" not in proc.stdout.replace("--bench-trace-dir", "")  # the legacy spellings stay home
+
+
+def test_a_run_without_the_suites_fixtures_is_pytest_benchmarks_own(tmp_path):
+    """The same plain benchmarks with the plugin registered and blocked: the same files and messages."""
+    repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS)
+    outcomes = {}
+    for name, block in (("blocked", ["-p", "no:suites.harness.pytest_plugin"]), ("registered", [])):
+        proc = run(repo, *block, "--benchmark-autosave", f"--benchmark-json={tmp_path / name}.json")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "4 passed, 1 skipped" in proc.stdout
+        assert "Saved benchmark data in:" in proc.stdout + proc.stderr
+        assert "Wrote benchmark data in:" in proc.stdout + proc.stderr
+        outcomes[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    saved = [json.loads(p.read_text()) for p in saved_runs(repo)]
+    assert len(saved) == 2
+    assert all("data" not in b["stats"] for run_ in saved for b in run_["benchmarks"])  # save-data stays off
+    for data in [*outcomes.values(), *saved]:
+        assert sorted(data) == ["benchmarks", "commit_info", "datetime", "machine_info", "version"]
+        assert [b["name"] for b in data["benchmarks"]] == ["test_sleep", "test_sum"]  # no incomplete mark
+        assert "bench_device" not in data["machine_info"]
+    assert not list(repo.rglob("*.journal"))
+
+
+@pytest.mark.parametrize("args", [["--benchmark-only"], ["--benchmark-disable", "--benchmark-autosave"]],
+                         ids=["only", "disable-autosave"])
+def test_plain_benchmarks_store_nothing_unasked(tmp_path, args):
+    repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS)
+    proc = run(repo, *args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert saved_runs(repo) == []
+
+
+def test_a_suite_run_whose_cases_were_all_skipped_stores_no_run(tmp_path):
+    repo = host(tmp_path, test_mine=DEVICE_BENCH.split("def test_used_twice")[0].replace("def test_matmul",
+                                                                                        "def no_test_matmul"))
+    proc = run(repo, "--benchmark-autosave", "-k", "skipped")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 skipped" in proc.stdout and saved_runs(repo) == []
+
+
+def test_minus_p_no_benchmark_skips_the_suites_tests_with_the_reason(tmp_path):
+    repo = host(tmp_path, test_plain="def test_plain():\n    pass\n", test_mine=DEVICE_BENCH)
+    proc = run(repo, "-p", "no:benchmark", "--device", "host-value")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr
+    assert "1 passed, 6 skipped" in proc.stdout
+    assert "SKIPPED [5] test_mine.py: needs pytest-benchmark, which is turned off (-p no:benchmark)" in proc.stdout
+    assert "SKIPPED [1] test_mine.py:17: not today" in proc.stdout  # a test's own skip keeps its reason
+
+
+def test_under_xdist_the_cases_run_once_and_no_worker_writes_a_journal(tmp_path):
+    pytest.importorskip("xdist")
+    repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS.replace("test_no_torch", "no_test"),
+                test_mine=DEVICE_BENCH.split("@pytest.mark.skip")[0])
+    proc = run(repo, "-n", "2", "--device", "host-value", f"--benchmark-json={tmp_path / 'x.json'}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "5 passed, 1 skipped" in proc.stdout  # benchmarks disabled by pytest-benchmark: run once, no stats
+    assert not list(tmp_path.rglob("*.journal")) and not (tmp_path / "x.json").exists()
+
+
+@pytest.fixture(scope="module")
+def device_bench_run(tmp_path_factory) -> dict:
+    """One run of the host repository's device_bench tests, with its own --device, into a JSON file."""
+    tmp_path = tmp_path_factory.mktemp("device_bench")
+    repo = host(tmp_path, test_mine=DEVICE_BENCH)
+    out = tmp_path / "out.json"
+    proc = run(repo, "--device", "host-value", "--bench-device", "cpu", f"--benchmark-json={out}")
+    return {"proc": proc, "json": json.loads(out.read_text()) if out.exists() else None, "repo": repo}
+
+
+def test_device_bench_runs_beside_the_hosts_own_device_option(device_bench_run):
+    proc = device_bench_run["proc"]
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the two failing tests below
+    assert "2 failed, 2 passed, 2 skipped" in proc.stdout
+    assert "Wrote benchmark data in:" in proc.stdout
+
+
+def test_device_bench_stats_are_its_samples_and_say_which_timer_ran(device_bench_run):
+    data = device_bench_run["json"]
+    (bench,) = [b for b in data["benchmarks"] if b["name"] == "test_matmul"]
+    samples = bench["stats"]["data"]
+    assert bench["stats"]["rounds"] == len(samples) > 0
+    assert bench["stats"]["median"] == pytest.approx(float(np.median(samples)))
+    info = bench["extra_info"]
+    assert bench["options"]["timer"] == info["timer"] == "wall"
+    assert info["rel_iqr"] == pytest.approx(rel_iqr(samples))
+    assert info["device_s"] == pytest.approx(float(np.median(samples)))
+    assert info["tflops"] == pytest.approx(2 * 128**3 / np.median(samples) / 1e12)
+    assert info["gbps"] == pytest.approx(3 * 128 * 128 * 4 / np.median(samples) / 1e9)
+    assert "pct_peak" not in info  # a CPU has no honest peak
+    assert info["device"] == "cpu" and info["status"] == "ok" and bench["group"] == "device_bench"
+    assert data["machine_info"]["bench_device"] == "cpu"
+
+
+def test_device_bench_on_a_cpu_says_that_no_flush_or_graph_ran(device_bench_run):
+    (bench,) = [b for b in device_bench_run["json"]["benchmarks"] if b["name"] == "test_cold_graph_on_cpu"]
+    assert bench["group"] == "mine"
+    assert bench["extra_info"]["timer"] == "wall" and bench["extra_info"]["l2_flush"] is False
+
+
+def test_device_bench_failures_read_as_pytest_benchmarks_do(device_bench_run):
+    out = device_bench_run["proc"].stdout
+    assert "FixtureAlreadyUsed" in out and "device_bench times one callable per test" in out
+    assert "KeyError" in out and "the user's own bug" in out and "def broken" in out  # its own traceback
+    assert "SKIPPED" in out and "oom: RuntimeError: CUDA out of memory" in out
+    data = device_bench_run["json"]
+    assert "incomplete" not in data  # every selected case finished, the skipped one too
+    (oom,) = data["not_measured"]
+    assert oom["extra_info"]["status"] == "oom" and oom["extra_info"]["requested_bytes"] == 20 * 2**30

@@ -1,0 +1,434 @@
+"""The results writer under hostile conditions, each made real: a disk that fills (a 1 MiB tmpfs, the kernel's own
+ENOSPC; or a file size limit, RLIMIT_FSIZE, for any user), processes killed with SIGKILL and SIGTERM, stale and
+live journals of other processes, runs overlapping in one storage, symlinks and device nodes as targets, runs
+that measure nothing, the nightly workflow's own shell after an OOM-style kill.
+
+The writer's side of the project's hostile corpus (the reports' side is tests/hostile.py), input -> outcome:
+
+- disk fills while the journal is written (tmpfs) -> run stops, journal whole, message true, exit != 0
+- file size limit reached mid-run, in pytest's pass or in earlier rounds (RLIMIT_FSIZE) -> the same
+- disk full at the start -> usage error in one line, no journal left; the next run works
+- journal left empty, or with a header only, by an earlier run -> replaced with a note
+- journal of a SIGKILL'd --benchmark-json run -> moved aside with a note, still read by reports
+- journal of a SIGKILL'd --benchmark-save run -> counts as its run number; the next run takes the next
+- journal of a run that is still going -> refused, naming its pid and host
+- --collect-only, or a -k that selects nothing, over an existing --benchmark-json -> the file left as it was
+- a -k that selects nothing, new --benchmark-json -> no file (the suite is not in use; pytest exits 5)
+- --benchmark-json a symlink -> the file it names replaced, the link stays; a symlink loop -> usage error
+- --benchmark-json /dev/null (a character device), a named pipe -> usage error, nothing touched or blocked
+- --benchmark-json of a 245-byte name -> written (no helper name longer than the journal's)
+- SIGTERM during rounds 1-2 of --bench-rounds 3 -> the file keeps every case measured so far, incomplete
+- SIGKILL during rounds 1-2 of --bench-rounds 3 -> the journal keeps every round of every case
+- two overlapping runs in one storage; 4 processes claiming 100 numbers at once -> a number each
+- nightly run killed outright (the OOM killer's SIGKILL) -> its journal kept as the history entry
+- a killed run's journal read by `reports table` -> the same device as the finished run's file
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import multiprocessing
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pytest_benchmark.utils import get_machine_id
+
+from suites.harness import results
+from suites.harness.journal import Journal, JournalBusy
+from tests.test_results_file import QUICK, ROOT, _journal_lines, _reports, _run
+
+ROUNDS = ["-k", "square and float32", "--bench-rounds", "3"]
+
+
+def _popen(*args: str, cwd: Path = ROOT, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *QUICK, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, **kwargs)
+
+
+def _wait_for_lines(proc: subprocess.Popen, journal: Path, lines: int) -> None:
+    deadline = time.monotonic() + 300
+    while _journal_lines(journal) < lines and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, f"the run ended before its journal had {lines} lines: {proc.communicate()[0][-3000:]}"
+
+
+def _journal_cases(journal: Path) -> list[str]:
+    """The case of every line after the header; every line must be whole JSON."""
+    header, *lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert header["journal"]
+    return [(line.get("benchmarks") or line["not_measured"])["extra_info"]["case"] for line in lines]
+
+
+def _table_devices(path: Path) -> list[str]:
+    table = _reports("table", str(path))
+    assert table.returncode == 0, table.stderr
+    return re.findall(r"^## \w+ on (.+)$", table.stdout, re.M)
+
+
+# a disk that fills
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MiB filesystem (tmpfs): a write past its end gets the kernel's ENOSPC, as on a full disk."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a 1 MiB tmpfs (the RLIMIT_FSIZE test covers any user)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Write zeros into the disk until the kernel says it is full."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler
+
+
+def _assert_stopped_cleanly(proc: subprocess.Popen, log: str, journal: Path, why: str) -> list[str]:
+    """The run stopped at the refused line: no traceback, non-zero exit, the journal whole and holding exactly the
+    cases the message says, the remaining cases not run."""
+    assert proc.returncode not in (0, None), log[-3000:]
+    assert "Traceback" not in log and "INTERNALERROR" not in log, log[-3000:]
+    assert f"Interrupted: cannot write the journal {journal} ({why})" in log, log[-3000:]
+    said = re.search(rf"error: cannot write \S+ \({why}\); (?:the (\d+)|(\d+) of the \d+) cases? (?:is|are) "
+                     rf"in {re.escape(str(journal))}", log)
+    assert said, log[-3000:]
+    cases = _journal_cases(journal)
+    assert len(set(cases)) == int(said.group(1) or said.group(2)) >= 1
+    passed = re.search(r"(\d+) passed", log)
+    assert (int(passed.group(1)) if passed else 0) < 7  # -k float32 selects 7: the rest never ran
+    table = _reports("table", str(journal))
+    assert table.returncode == 0 and "warning" not in table.stderr, table.stderr
+    return cases
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_mid_run_stops_it_with_the_journal_whole_and_the_message_true(small_disk):
+    out, journal = small_disk / "run.json", small_disk / "run.json.journal"
+    proc = _popen("-k", "float32", f"--benchmark-json={out}")
+    _wait_for_lines(proc, journal, 2)  # header + one case
+    filler = _fill(small_disk)
+    log = proc.communicate(timeout=300)[0]
+    cases = _assert_stopped_cleanly(proc, log, journal, "No space left on device")
+
+    filler.unlink()  # space again: the stopped run's journal is stale now, and blocks nothing
+    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    assert again.returncode == 0, again.stdout[-3000:]
+    aside = [p for p in small_disk.iterdir() if p.name.startswith("run.unfinished-")]
+    assert len(aside) == 1 and f"moved to {aside[0]}" in again.stdout
+    assert _journal_cases(aside[0]) == cases and json.loads(out.read_text())["benchmarks"]
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rounds", [[], ["--bench-rounds", "3"]], ids=["one-round", "in-earlier-rounds"])
+def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(rounds, tmp_path):
+    """RLIMIT_FSIZE refuses the write that crosses 8 KiB part way, as a full disk does: no root needed."""
+    out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
+    proc = _popen("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_limit_file_size)
+    log = proc.communicate(timeout=300)[0]
+    _assert_stopped_cleanly(proc, log, journal, "File too large")
+
+
+@pytest.mark.slow
+def test_a_disk_full_at_the_start_is_a_usage_error_that_leaves_nothing_behind(small_disk):
+    out = small_disk / "run.json"
+    filler = _fill(small_disk)
+    proc = _run("-k", "square and float32", f"--benchmark-json={out}")
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"{out}: cannot write there (No space left on device)" in proc.stderr
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
+    filler.unlink()
+    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    assert again.returncode == 0 and "journal" not in again.stdout, again.stdout[-2000:] + again.stderr[-2000:]
+
+
+# stale and live journals
+
+def _journal_in_a_process(journal: Path, then: str) -> subprocess.Popen:
+    """A real process that creates a journal with one case line, then sleeps (`wait`) or is killed (`die`)."""
+    code = ("import sys, os, signal, time\nfrom pathlib import Path\nfrom suites.harness.journal import Journal\n"
+            f"j = Journal.create(Path({str(journal)!r}), {{'datetime': '2026-01-01T02:17:00+00:00'}}, [])\n"
+            "j.add({'benchmarks': {'fullname': 'a', 'extra_info': {'case': 'a'}}})\n"
+            "print('ready', flush=True)\n"
+            + ("time.sleep(600)\n" if then == "wait" else "os.kill(os.getpid(), signal.SIGKILL)\n"))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_a_journal_whose_process_was_killed_is_moved_aside_and_still_read(tmp_path):
+    journal = tmp_path / "run.json.journal"
+    _journal_in_a_process(journal, "die").wait(timeout=60)
+    notes: list[str] = []
+    ours = Journal.create(journal, {"datetime": "2026-01-02T00:00:00+00:00"}, notes)
+    aside = tmp_path / "run.unfinished-20260101T021700Z.json.journal"
+    assert len(notes) == 1 and notes[0].startswith(f"note: {journal} held the cases of an earlier run that ended "
+                                                   "without writing its results (pid ")
+    assert notes[0].endswith(f"moved to {aside}, which `python -m reports` reads")
+    assert json.loads(aside.read_text().splitlines()[1])["benchmarks"]["fullname"] == "a"
+    assert json.loads(journal.read_text())["datetime"] == "2026-01-02T00:00:00+00:00"
+    ours.close(remove=True)
+
+
+def test_a_journal_whose_process_is_running_is_refused(tmp_path):
+    journal = tmp_path / "run.json.journal"
+    owner = _journal_in_a_process(journal, "wait")
+    try:
+        with pytest.raises(JournalBusy, match=rf"still going \(pid {owner.pid} on "):
+            Journal.create(journal, {}, [])
+        assert len(journal.read_text().splitlines()) == 2  # untouched
+    finally:
+        owner.kill()
+        owner.wait(timeout=60)
+
+
+@pytest.mark.parametrize("left", ["empty", "header only"])
+def test_a_journal_that_holds_no_case_is_replaced_with_a_note(left, tmp_path):
+    journal = tmp_path / "run.json.journal"
+    journal.write_text("" if left == "empty" else json.dumps({"journal": 1, "machine_info": {}}) + "\n")
+    notes: list[str] = []
+    Journal.create(journal, {"datetime": "now"}, notes).close(remove=False)
+    assert notes == [f"note: {journal} was the journal of an earlier run that finished no case; replaced"]
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json.journal"]
+    assert json.loads(journal.read_text())["datetime"] == "now"
+
+
+def test_a_journal_line_refused_by_a_full_disk_is_cut_back_to_the_whole_lines(small_disk):
+    journal = Journal.create(small_disk / "run.json.journal", {}, [])
+    journal.add({"benchmarks": {"fullname": "a"}})
+    _fill(small_disk)
+    with pytest.raises(OSError, match="No space left"):
+        journal.add({"benchmarks": {"fullname": "b", "data": "x" * 100_000}})
+    text = (small_disk / "run.json.journal").read_text()
+    assert text.endswith("\n") and [json.loads(line) for line in text.splitlines()][1] == {"benchmarks":
+                                                                                         {"fullname": "a"}}
+
+
+@pytest.mark.slow
+def test_a_killed_runs_journal_reads_as_the_same_device_and_blocks_no_later_run(tmp_path):
+    """SIGKILL a real run: its journal's header is the machine the finished file describes (the suite's fields
+    included), so `reports table` names the same device; the next run to the same file moves it aside."""
+    out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
+    proc = _popen("-k", "float32", f"--benchmark-json={out}")
+    _wait_for_lines(proc, journal, 2)
+    proc.kill()
+    proc.communicate(timeout=60)
+    header = json.loads(journal.read_text().splitlines()[0])
+
+    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    aside = next(tmp_path.glob("run.unfinished-*.json.journal"))
+    assert f"note: {journal} held the cases of an earlier run" in again.stdout and f"moved to {aside}" in again.stdout
+    finished = json.loads(out.read_text())["machine_info"]
+    assert {k: header["machine_info"][k] for k in ("identity", "cpu_info", "torch", "bench_device")} == \
+        {k: finished[k] for k in ("identity", "cpu_info", "torch", "bench_device")}
+    assert _table_devices(aside) == _table_devices(out) and "thread" in _table_devices(out)[0]
+
+
+@pytest.mark.slow
+def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_own(tmp_path):
+    """A run SIGKILL'd in the storage, a second started while it ran, a third after: three numbers, three runs."""
+    storage = tmp_path / "storage"
+    save = ["-k", "square and float32", f"--benchmark-storage={storage}"]
+    killed = _popen("--bench-dtypes", "float32,bfloat16", f"--benchmark-storage={storage}", "--benchmark-save=nightly")
+    _wait_for_lines(killed, _storage_file(storage, "0001_nightly.json.journal"), 2)
+    overlapping = _popen(*save, "--benchmark-save=other")
+    _wait_for_lines(overlapping, _storage_file(storage, "0002_other.json.journal"), 1)
+    assert killed.poll() is None, "the first run ended before the second claimed its number"
+    killed.kill()
+    killed.communicate(timeout=60)
+    log = overlapping.communicate(timeout=300)[0]
+    assert overlapping.returncode == 0, log[-2000:]
+    again = _run(*save, "--benchmark-save=nightly")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    folder = storage / get_machine_id()
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
+        ["0001_nightly.json.journal", "0002_other.json", "0003_nightly.json"]
+    table = _reports("table", str(storage))
+    assert table.returncode == 0 and "skipped" not in table.stderr, table.stdout + table.stderr
+
+
+def _storage_file(storage: Path, name: str) -> Path:
+    """A file of the storage's machine folder, which pytest-benchmark names for this machine."""
+    return storage / get_machine_id() / name
+
+
+def _claim_many(folder: str, name: str, start_at: float, count: int) -> list[str]:
+    time.sleep(max(0.0, start_at - time.time()))
+    claimed = []
+    for _ in range(count):
+        target, journal = results.claim_number(Path(folder), name, {}, [])
+        journal.close(remove=False)
+        claimed.append(target.name[:4])
+    return claimed
+
+
+def test_processes_claiming_run_numbers_at_once_get_one_each(tmp_path):
+    start_at = time.time() + 5.0  # every worker started and waiting by then
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pending = [pool.apply_async(_claim_many, (str(tmp_path), f"run{i}", start_at, 25)) for i in range(4)]
+        numbers = [n for p in pending for n in p.get(timeout=120)]
+    assert len(numbers) == 100 and len(set(numbers)) == 100
+
+
+# targets
+
+def test_a_symlinked_target_is_followed_and_special_files_are_refused(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert results.resolve_target(link) == real.resolve()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(pytest.UsageError, match="is a named pipe, not a regular file"):
+        results.resolve_target(fifo)
+    with pytest.raises(pytest.UsageError, match="is a character device, not a regular file"):
+        results.resolve_target(Path("/dev/null"))
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(pytest.UsageError, match="symbolic links"):
+        results.resolve_target(tmp_path / "loop")
+
+
+@pytest.mark.slow
+def test_a_run_writes_through_a_symlink_and_refuses_a_device(tmp_path):
+    real = tmp_path / "results" / "real.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    proc = _run("-k", "square and float32", f"--benchmark-json={link}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert link.is_symlink() and json.loads(real.read_text())["benchmarks"]
+    long = tmp_path / f"{'r' * 240}.json"  # its journal's name (253 bytes) fits: so must the temporary file's
+    proc = _run("-k", "square and float32", f"--benchmark-json={long}")
+    assert proc.returncode == 0 and json.loads(long.read_text())["benchmarks"], proc.stdout[-2000:]
+    refused = _run("-k", "square and float32", "--benchmark-json=/dev/null")
+    assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
+    assert "--benchmark-json /dev/null: is a character device, not a regular file" in refused.stderr
+    assert Path("/dev/null").is_char_device()
+
+
+# runs that measure nothing
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nothing", [["--collect-only"], ["-k", "no_such_case"]], ids=["collect-only", "k-nothing"])
+def test_a_run_that_measures_nothing_replaces_no_file(nothing, tmp_path):
+    out = tmp_path / "run.json"
+    out.write_text('{"earlier": "results"}')
+    proc = _run(*nothing, f"--benchmark-json={out}")
+    assert proc.returncode == (0 if nothing[0] == "--collect-only" else 5), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert out.read_text() == '{"earlier": "results"}' and [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    if nothing[0] == "-k":  # none of the suite's cases selected: the suite stays out, pytest-benchmark writes none
+        fresh = tmp_path / "new.json"
+        assert _run(*nothing, f"--benchmark-json={fresh}").returncode == 5 and not fresh.exists()
+
+
+# rounds
+
+@pytest.mark.slow
+def test_sigterm_during_the_earlier_rounds_keeps_every_case_they_measured(tmp_path):
+    out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
+    proc = _popen(*ROUNDS, f"--benchmark-json={out}")
+    _wait_for_lines(proc, journal, 3)  # two cases through round 1 (pytest's pass is round 3)
+    proc.send_signal(signal.SIGTERM)
+    log = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 2 and "Traceback" not in log, log[-3000:]
+    data = json.loads(out.read_text())
+    assert data["incomplete"] is True and "stopped by SIGTERM; 0 of 3 selected cases finished" in \
+        data["incomplete_reason"], data.get("incomplete_reason")
+    kept = data["benchmarks"]
+    assert len(kept) >= 2 and all(b["stats"]["rounds"] == len(b["stats"]["data"]) > 0 for b in kept)
+    assert all(b["extra_info"]["round_medians_s"][-1] == pytest.approx(b["stats"]["median"]) for b in kept)
+    assert f"{len(kept)} more kept from their earlier rounds" in data["incomplete_reason"]
+    table = _reports("table", str(out))
+    assert table.returncode == 0 and len(re.findall(r"^float32 ", table.stdout, re.M)) == len(kept), table.stdout
+
+
+@pytest.mark.slow
+def test_sigkill_during_the_earlier_rounds_leaves_them_in_the_journal(tmp_path):
+    out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
+    proc = _popen(*ROUNDS, f"--benchmark-json={out}")
+    _wait_for_lines(proc, journal, 5)  # round 1 of all three cases, and one of round 2
+    proc.kill()
+    proc.communicate(timeout=60)
+    lines = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
+    assert [line["round"] for line in lines[:4]] == [1, 1, 1, 2]
+    table = _reports("table", str(journal))
+    assert table.returncode == 0 and len(re.findall(r"^float32 ", table.stdout, re.M)) == 3, table.stdout
+
+
+# the nightly workflow
+
+def _workflow_step(name: str) -> tuple[str, str]:
+    """The `if:` and the `run:` script of one step of the nightly workflow, as written there."""
+    text = (ROOT / ".github" / "workflows" / "nightly.yml").read_text()
+    step = text.split(f"- name: {name}\n", 1)[1].split("\n      - name: ", 1)[0]
+    condition = re.search(r"^        if: (.*)$", step, re.M)
+    script = step.split("        run: |\n", 1)[1]
+    return (condition.group(1) if condition else ""), "\n".join(line[10:] for line in script.splitlines())
+
+
+@pytest.mark.slow
+def test_the_nightly_workflow_keeps_a_killed_runs_journal_as_its_history_entry(tmp_path):
+    """The workflow's own shell, with the real quick suite on CPU in place of the GPU command and SIGKILL as the
+    OOM killer: the run step finds the journal, names the machine from its header, and the history keeps it."""
+    venv = tmp_path / "venv"  # the runner's venv: ours, with `pytest` running the CPU suite in place of the GPU one
+    shim = venv / "bin" / "pytest"
+    shim.parent.mkdir(parents=True)
+    (venv / "bin" / "activate").write_text(f'. "{sys.prefix}/bin/activate"\nPATH="{shim.parent}:$PATH"\n')
+    suite = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--rootdir={ROOT}",
+             str(ROOT / "bench" / "test_matmul.py"), "--benchmark-only", "--device", "cpu", "--bench-profile", "quick",
+             "-k", "float32", "--benchmark-json", "results/nightly.json"]
+    shim.write_text(f'#!/bin/sh\necho $$ > "$SHIM_PID"\nexec {" ".join(suite)}\n')
+    shim.chmod(0o755)
+    work = tmp_path / "workspace"
+    (work / "results").mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_VENV": str(venv), "BENCH_HISTORY": str(tmp_path / "history"),
+           "GITHUB_SHA": "0123456789abcdef",
+           "GITHUB_OUTPUT": str(tmp_path / "outputs"), "SHIM_PID": str(tmp_path / "pid")}
+    (tmp_path / "history" / "runs").mkdir(parents=True)
+    _, bench = _workflow_step("Run the full suite")
+    step = subprocess.Popen(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", bench], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _wait_for_lines(step, work / "results" / "nightly.json.journal", 2)
+    os.kill(int((tmp_path / "pid").read_text()), signal.SIGKILL)
+    log = step.communicate(timeout=120)[0]
+    assert step.returncode == 0, log[-3000:]
+    outputs = dict(line.split("=", 1) for line in (tmp_path / "outputs").read_text().splitlines())
+    assert outputs["rc"] == "137" and outputs["result"] == "results/nightly.json.journal"
+    assert "thread" in outputs["good"]  # the machine identity read from the journal's header
+
+    condition, keep = _workflow_step("Keep as history entry")
+    assert condition.startswith("always()")  # it runs after the failure or cancellation of the run step
+    kept = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", keep], cwd=work, env=env,
+                          capture_output=True, text=True)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    entry = next((tmp_path / "history" / "runs").iterdir())
+    assert entry.name.endswith("_0123456789.json.journal")
+    history = _reports("table", str(tmp_path / "history" / "runs"))
+    assert history.returncode == 0 and "float32" in history.stdout, history.stderr
