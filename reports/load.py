@@ -55,9 +55,10 @@ STATS = {path.removeprefix("stats."): f.column for path, f in fields.ENTRY.items
 NESTED_EXTRA = [(*key.split("."), f.column) for key, f in fields.EXTRA.items() if "." in key and f.column]
 UNIQUE_TEXT = {"name", "fullname", "case"}  # columns whose text differs from row to row: not worth storing once
 SHARED_TEXT_CHARS = 64  # shorter text is stored once per load (a million rows of `float32` hold one string)
-# A loaded case costs about ROW_BYTES (a million cases of a pytest-benchmark file: 1.2 GB at the peak, measured
-# with tools/bench_load_speed.py); more than MAX_ROWS cases are refused rather than filling the memory.
-ROW_BYTES = 1200
+# A loaded case costs up to about ROW_BYTES at the peak (tools/bench_load_speed.py: 0.85 KB for a million cases of
+# a plain pytest-benchmark file, 1.3 KB for this suite's, whose entries hold more fields); more than MAX_ROWS
+# cases are refused rather than filling the memory.
+ROW_BYTES = 1300
 MAX_ROWS = 2_000_000
 _MISSING = object()
 

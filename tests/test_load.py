@@ -243,3 +243,21 @@ def test_more_cases_than_a_report_holds_are_refused_with_the_numbers(tmp_path, m
     assert main(["table", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"error: {tmp_path / 'b.json'}: at its case 6, over the ") and "GB as a table" in line
+
+
+def test_a_journal_gives_each_case_from_its_last_line_and_leaves_out_a_cut_one(tmp_path, capsys):
+    """What a run killed in its third round leaves: rounds 1 and 2 of a case, then a line cut by the kill."""
+    data = read(RUN_A)
+    first, second = data["benchmarks"][:2]
+    later = json.loads(json.dumps(first))
+    later["stats"]["median"] = first["stats"]["median"] * 1.01
+    header = {"journal": 1, "machine_info": data["machine_info"], "commit_info": data["commit_info"],
+              "datetime": data["datetime"], "version": data["version"]}
+    lines = [header, {"benchmarks": first}, {"benchmarks": second}, {"benchmarks": later}]
+    journal = tmp_path / "run.json.journal"
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"benchmarks": {"name": "cut')
+    frame = load([journal]).set_index("case")
+    assert frame.loc[first["extra_info"]["case"], "median_s"] == later["stats"]["median"] and len(frame) == 2
+    assert frame["incomplete_reason"].notna().all() and frame["device"].iloc[0].startswith("AMD EPYC")
+    err = capsys.readouterr().err
+    assert "duplicate" not in err and f"{journal}: not valid JSON" in err and "(line 5); left out" in err
