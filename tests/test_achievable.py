@@ -102,8 +102,8 @@ def test_unsupported_dtype_raises_with_its_reason():
         achievable.search_gemm("float8_e4m3fn", CPU, plan())
 
 
-def _case(flops=None, bytes_=None, dtype="float32") -> Case:
-    return Case("matmul", f"matmul/x/{flops}/{bytes_}", {}, build=lambda d: None, flops=flops, bytes=bytes_,
+def _case(flops=None, bytes_=None, dtype="float32", suite="matmul") -> Case:
+    return Case(suite, f"{suite}/x/{flops}/{bytes_}", {}, build=lambda d: None, flops=flops, bytes=bytes_,
                 peak_dtype=dtype)
 
 
@@ -131,6 +131,76 @@ def test_a_case_above_its_roof_reads_100_and_raises_that_roof_only():
     assert peaks.flops["float32"].raised_by == fast.id and peaks.flops["float32"].searched_value == 1e12
     assert peaks.bandwidth.value == pytest.approx(1e11) and peaks.bandwidth.raised_by is None
     assert peaks.pct(_case(flops=1e12, bytes_=1e9), 1.0)["pct_achievable"] == pytest.approx(50.0)
+
+
+def test_a_conv_above_the_gemm_roof_raises_its_own_kind_roof_and_says_so():
+    """A Winograd conv's direct FLOP model beats any gemm: it must not lower the figures of the gemms after it."""
+    peaks = _peaks()
+    winograd = _case(flops=2e12, suite="conv")  # 2 TFLOP/s by its model against the 1 TFLOP/s gemm roof
+    read = peaks.pct(winograd, 1.0, ["earlier"])
+    assert read["pct_achievable"] == 100.0 and read["above_achievable"] is True
+    assert read["notes"][0] == "earlier" and read["notes"][1].startswith("2x the achievable conv float32 roof")
+    assert peaks.flops["float32"].value == 1e12 and peaks.flops["float32"].raised_by is None
+    assert peaks.pct(_case(flops=5e11), 1.0) == {"pct_achievable": pytest.approx(50.0)}  # a later gemm: unchanged
+    assert peaks.pct(_case(flops=1e12, suite="conv"), 1.0) == {"pct_achievable": pytest.approx(50.0)}
+    kinds = peaks.as_dict()["kinds"]
+    conv = kinds["conv"]["float32"]
+    assert set(kinds) == {"conv"} and conv["raised_by"] == winograd.id
+    assert conv["value"] == pytest.approx(2e12) and conv["searched_value"] == 1e12
+
+
+def test_another_kind_starts_from_the_searched_roof_not_a_raised_one():
+    peaks = _peaks()
+    peaks.pct(_case(flops=3e12), 1.0)  # a gemm raises the gemm roof to 3 TFLOP/s
+    assert peaks.pct(_case(flops=5e11, suite="attention"), 1.0) == {"pct_achievable": pytest.approx(50.0)}
+    assert peaks.as_dict()["kinds"] == {}  # attention raised nothing
+
+
+class Ticks:
+    """A clock that moves `tick` seconds each time it is read: the search's own reads (one per shape it weighs)
+    spend its budget, whatever this machine's speed."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_the_search_says_its_total_and_each_dtype_and_keeps_to_the_total():
+    lines: list[str] = []
+    clock = Ticks(0.2)
+    peaks = achievable.search(CPU, "quick", ["float32", "bfloat16", "float16"], lines.append, budget_s=3.0,
+                              clock=clock)
+    assert lines[0].startswith("achievable peaks: searching float32, bfloat16, float16 and the bandwidth on cpu "
+                               "(quick plan) in 3 s (3.5 s per dtype, 2 s bandwidth")
+    assert [line.split(":")[0] for line in lines[1:]] == ["achievable float32", "achievable bfloat16",
+                                                           "achievable float16", "achievable bandwidth"]
+    order = ["float32", "bfloat16", "float16", "bandwidth"]
+    cut = [name for name in order if peaks.missing.get(name, "").startswith(achievable.NOT_SEARCHED)]
+    assert "float32" in peaks.flops and cut == order[-len(cut):]  # searched until the total ran out, then none
+    assert {"float16", "bandwidth"} <= set(cut)  # float32 may take 3 - 0.75 (the bandwidth's share) - 0.2 s
+    assert all(peaks.missing[name].endswith("the search's 3 s in all were spent") for name in cut)
+
+
+def test_a_search_cut_by_its_total_is_searched_again_next_run(tmp_path):
+    lines: list[str] = []
+    cut = achievable.search(CPU, "quick", ["float32"], lines.append, budget_s=0.0)
+    assert cut.missing == {"float32": "not searched: the search's 0 s in all were spent",
+                           "bandwidth": "not searched: the search's 0 s in all were spent"}
+    assert lines[1:] == ["achievable float32: not searched: the search's 0 s in all were spent",
+                         "achievable bandwidth: none (not searched: the search's 0 s in all were spent)"]
+    cut.identity = achievable.identity(CPU)
+    achievable.save(cut, tmp_path)
+    small = achievable.SearchPlan((64, 128), 32, 32, 0.5, (2**20,), 0.2, RULE)
+    again: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(achievable.PLANS, ("cpu", "quick"), small)
+        found = achievable.obtain(CPU, "quick", tmp_path, dtypes=["float32"], log=again.append)
+    assert found.source == "searched" and found.flops["float32"].value > 0
+    assert again[0].startswith("achievable peaks: searching float32") and again[-1].startswith("achievable peaks: "
+                                                                                                "cached in")
 
 
 def test_cache_round_trip_and_identity(tmp_path):
@@ -162,9 +232,14 @@ def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_
                                "--bench-dtypes", "float32", "-k", "square", f"--achievable-cache={tmp_path}",
                                f"--benchmark-json={out}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        lines.append(proc.stdout)
         return json.loads(out.read_text())
 
+    lines: list[str] = []
     first = run(tmp_path / "a.json")
+    # a plain run says on its terminal what it searches, in how long, each result, and then that it loads it
+    assert "achievable peaks: searching float32 and the bandwidth on cpu (quick plan) in 5.5 s" in lines[0]
+    assert "\nachievable float32: " in lines[0] and "\nachievable bandwidth: " in lines[0]
     info = first["machine_info"]["achievable"]
     assert info["source"] == "searched" and set(info["flops"]) == {"float32"}
     assert {"copy", "triad"} == set(info["kernels"])
@@ -172,6 +247,7 @@ def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_
         assert 0 < bench["extra_info"]["pct_achievable"] <= 100
     second = run(tmp_path / "b.json")
     assert second["machine_info"]["achievable"]["source"].startswith("loaded from")
+    assert "achievable peaks: loaded from " in lines[1] and "achievable peaks: searching" not in lines[1]
     assert all(0 < b["extra_info"]["pct_achievable"] <= 100 for b in second["benchmarks"])
     assert math.isclose(second["machine_info"]["achievable"]["kernels"]["copy"]["value"],
                         info["kernels"]["copy"]["value"])
@@ -194,6 +270,10 @@ def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
     assert on.pct_achievable(_result(_case(flops=5e11))) == {"pct_achievable": 50.0}
     assert on.pct_achievable(_result(_case(flops=5e12), "error")) == {}  # a wrong answer never raises a roof
     assert on.achievable_info()["flops"]["float32"]["raised_by"] is None
+    above = _result(_case(flops=5e12, suite="conv"))
+    above.extra_info = {"pct_peak": 130.0, "tflops_above_peak": True}
+    assert on.pct_achievable(above) == {}  # above the datasheet peak: its FLOPs are not work, no roof rises
+    assert on.achievable_info()["kinds"] == {}
     off = BenchSession(CPU, "quick", None, achievable_mode="off")
     assert off.pct_achievable(_result(_case(flops=5e11))) == {}
     assert off.achievable_info() == {"source": None, "reason": "off (--bench-achievable-peaks off)"}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from suites.core.cases import Case
 from suites.core.units import parse_bytes
 from suites.training import batch_size
 from suites.training.batch_size import Fit, largest_batch, try_batch
@@ -83,6 +84,52 @@ def test_search_on_real_peaks_is_tight_and_repeatable():
     assert first.largest == second.largest and first.largest > 1 and first.exact
     by_batch = {t.batch: t for t in first.tries}
     assert by_batch[first.largest].peak_bytes <= budget < by_batch[first.largest + 1].peak_bytes
+
+
+def _boundary_case(refuse: set[int]) -> tuple[batch_size.Search, Case]:
+    """A real search of the tiny GPT under a budget, then a case that times it as search_case does, with the
+    batches in `refuse` failing as they are built again: a real allocation the allocator refuses (4 PiB), as a
+    CUDA rebuild at the boundary can fail when its free memory is not what the search saw."""
+    budget = 6 * 2**20
+    found = largest_batch(lambda b: try_batch(GPT, "fp32", False, b, CPU, budget), cap=256)
+
+    def build_at(batch: int):
+        if batch in refuse:
+            torch.empty(2**50, dtype=torch.float32)
+        return batch_size._workload(GPT, "fp32", False, batch, CPU, budget, {"max_batch": found.largest})
+
+    case = Case(suite="train_step", id="train_step/max_batch/boundary", params={}, kind="step",
+                build=lambda device: batch_size.timed_where_it_fits(found, build_at, lambda: None))
+    return found, case
+
+
+def test_the_largest_batch_is_timed_where_it_fits_when_the_boundary_fails_again():
+    from suites.core.runner import execute
+    from suites.harness.session import SMOKE
+
+    found, case = _boundary_case(refuse=set())
+    exact = execute(case, CPU, SMOKE)
+    assert exact.status == "ok" and exact.extra_info["timed_batch"] == found.largest
+    assert "timed_batch_reason" not in exact.extra_info
+    found, case = _boundary_case(refuse={found.largest})
+    fits = sorted(t.batch for t in found.tries if t.fits)
+    result = execute(case, CPU, SMOKE)
+    assert result.status == "ok" and result.measurement is not None  # the row is kept, timed
+    info = result.extra_info
+    assert info["max_batch"] == found.largest and info["timed_batch"] == fits[-2] == info["samples_per_step"]
+    assert info["timed_batch_reason"].startswith(f"batch {found.largest} (RuntimeError: ")
+    assert "can't allocate memory" in info["timed_batch_reason"]
+    assert f"timed at {fits[-2]}" in info["timed_batch_reason"]
+
+
+def test_when_no_batch_that_fit_fits_again_the_case_is_oom():
+    from suites.core.runner import execute
+    from suites.harness.session import SMOKE
+
+    found, _ = _boundary_case(refuse=set())
+    _, case = _boundary_case(refuse={t.batch for t in found.tries})
+    result = execute(case, CPU, SMOKE)
+    assert result.status == "oom" and result.reason.startswith("OutOfMemoryError: out of memory: no batch that fit")
 
 
 def test_sweep_case_over_budget_is_recorded_as_oom():

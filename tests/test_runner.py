@@ -9,7 +9,15 @@ import torch
 from reports.trace.events import read_trace
 from reports.trace.summary import summarize_trace
 from suites.core.cases import Case, Unsupported, Workload
-from suites.core.runner import Extension, above_peak_bandwidth, execute, host_bound_step, is_oom, requested_bytes
+from suites.core.runner import (
+    DevicePeaks,
+    Extension,
+    above_peak_bandwidth,
+    execute,
+    host_bound_step,
+    is_oom,
+    requested_bytes,
+)
 from suites.core.timing import STOP_REASONS, StopRule
 from suites.observers.busy import busy_seconds_per_call
 from suites.ops import matmul
@@ -163,6 +171,16 @@ def test_bytes_moved_faster_than_memory_can_serve_them_are_called_a_cache_figure
     assert "served from cache" in flagged["notes"][1]
     assert above_peak_bandwidth({"gbps": 3000.0}, peak_gbps=4800.0) == {}
     assert above_peak_bandwidth({"gbps": 9000.0}, peak_gbps=None) == {}
+
+
+def test_a_figure_above_the_datasheet_peak_is_flagged_with_the_reason():
+    """As a Winograd convolution reads against the direct FLOP model: a real case timed against a peak it beats."""
+    above = execute(SMALL, CPU, RULE, DevicePeaks(flops=1e6))  # 1 MFLOP/s: any real gemm beats it
+    assert above.status == "ok" and above.extra_info["pct_peak"] > 100
+    assert above.extra_info["tflops_above_peak"] is True
+    assert "fewer FLOPs than the model counts" in above.extra_info["notes"][-1]
+    below = execute(SMALL, CPU, RULE, DevicePeaks(flops=1e18))
+    assert below.extra_info["pct_peak"] < 100 and "tflops_above_peak" not in below.extra_info
 
 
 def test_the_busy_time_of_a_step_comes_from_a_real_trace():

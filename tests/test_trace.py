@@ -495,6 +495,38 @@ KERNEL_NAMES = [
         "_kernel__5x_cublas",
         "gemm_simt",
     ),
+    # cuBLAS/CASK xmma names: <A,B types>_<math types>_<C type>; the math pair decides, not the sm prefix (names
+    # from NVIDIA's open GPU test kernel lists and public Nsight/Kineto tables).
+    (
+        "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+        "__5x_cublas",
+        "gemm_simt",
+    ),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ff", "gemm_simt"),  # cut off
+    (
+        "sm80_xmma_gemm_tf32tf32_tf32f32_f32_nt_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8",
+        "gemm_tensor_core",
+    ),
+    (
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize256x128x32_cgasize1x2x1_stage4_gmmastage2_warpgroupsize2x1x1"
+        "_hgmma64x128x8",
+        "gemm_tensor_core",
+    ),
+    (
+        "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+        "__5x_cublas",
+        "gemm_tensor_core",
+    ),
+    (
+        "sm89_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize64x64x64_stage4_warpsize2x2x1_tensor16x8x32",
+        "gemm_tensor_core",
+    ),
+    (
+        "sm90_xmma_gemm_i8i8_i8i32_f32_tn_n_tilesize128x128x128_stage4_gmmastage2_warpgroupsize1x1x1_igmma64x128x32",
+        "gemm_tensor_core",
+    ),
+    ("sm90_xmma_gemm_f64f64_f64f64_f64_nt_n_tilesize128x128x16_stage3_warpsize4x2x1_tensor16x8x16", "gemm_tensor_core"),
+    ("nvjet_qqtst_128x256_128x6_2x1_2cta_v_bz_TNT", "gemm_tensor_core"),  # fp8 _scaled_mm on Hopper
     ("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16_64x64_64x6_tn_align8>(Params)", "gemm_tensor_core"),
     (
         "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_nn_align8>()",

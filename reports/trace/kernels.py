@@ -14,8 +14,10 @@ Decisions worth knowing:
   wgmma/tcgen05 kernels), CUTLASS `tensorop`/`wmma`, `gmma`/`wgmma`/`tcgen05`/`umma`, 16/8-bit and tf32 type
   tags, `sm90`/`sm100`-family gemms; on AMD, Tensile `Cijk_..._MI16x16x1` and composable-kernel `xdl` (matrix
   cores). SIMT markers win over these: `simt`, `sgemm`/`dgemm`/`cgemm`/`zgemm`, `gemv`, `gemmSN`, `gemmk1`,
-  `ffma`. A gemm whose name says neither (a Triton template `triton_tem_fused_mm_0`, a custom `gemm_kernel`)
-  counts as SIMT, so `tensor_core_share` is a lower bound.
+  `ffma`, and an xmma gemm whose math types are `f32f32` (IEEE fp32 on the FMA units:
+  `sm80_xmma_gemm_f32f32_f32f32_f32`, also where a profiler cuts off its `_ffma` suffix, and the same under an
+  `sm90` prefix; the tensor-core tf32 one reads `f32f32_tf32f32`). A gemm whose name says neither (a Triton
+  template `triton_tem_fused_mm_0`, a custom `gemm_kernel`) counts as SIMT, so `tensor_core_share` is a lower bound.
 - `splitKreduce_kernel` (cuBLAS split-K) is a reduction: it adds partial gemm results with no matrix instruction,
   and counting it as gemm would force a tensor-core/SIMT label it does not have.
 - Implicit-gemm convolutions (`sm80_xmma_fprop_implicit_gemm_*`, `cutlass_tensorop_s1688fprop`) are convolution,
@@ -35,6 +37,9 @@ GEMM_SIMT = "gemm_simt"
 OTHER = "other"
 
 _GEMM = r"(gemm|gemv|matmul|Cijk_|nvjet|triton_tem_fused_(b?mm|addmm))"
+# cuBLAS/CASK xmma kernels are named smXX_xmma_gemm_<A,B types>_<math types>_<C type>_...: the math pair says what
+# ran (`f32f32` FFMA, `tf32f32`/`bf16f32`/`f16f32`/`e4m3f32`/`i8i32` tensor-core MMA), whatever the arch prefix.
+_XMMA_FP32_MATH = r"xmma_(sparse_)?gemm_[a-z0-9]+_f32f32_"
 
 KERNEL_CLASSES: list[tuple[str, re.Pattern[str]]] = [
     (class_name, re.compile(pattern, re.IGNORECASE))
@@ -49,7 +54,7 @@ KERNEL_CLASSES: list[tuple[str, re.Pattern[str]]] = [
             r"conv(?!ert)|fprop|dgrad|wgrad|winograd|scudnn|implicit_gemm|cask_cudnn|fft2d_|im2col|col2im",
         ),
         ("reduction", r"splitkreduce"),
-        (GEMM_SIMT, r"simt|[sdcz]gemm|gemv|gemmSN|gemmk1|ffma|^Cijk_(?!.*_MI\d+x\d+)"),
+        (GEMM_SIMT, r"simt|[sdcz]gemm|gemv|gemmSN|gemmk1|ffma|^Cijk_(?!.*_MI\d+x\d+)|" + _XMMA_FP32_MATH),
         (
             GEMM_TENSOR_CORE,
             r"nvjet|xmma_gemm|tensorop|wmma|[hsi]\d{3,5}gemm|hmma|imma|gmma|tcgen05|umma|_MI\d+x\d+x\d+|xdl|mfma"

@@ -1,7 +1,8 @@
 """The GPU check's first step: what this machine is, and whether the rest can run on it.
 
 The rows record the GPU's product name, its power limits, clocks and the clock-event reasons at rest, the
-driver, CUDA, cuDNN, torch and triton versions, and whether a C compiler and Python's headers exist: Triton and
+driver, CUDA, cuDNN, torch and triton versions, those of the libraries the figures rest on (pytest-benchmark,
+numpy, scipy, pandas, tabulate, nvidia-ml-py), and whether a C compiler and Python's headers exist: Triton and
 Inductor compile kernels at run time and need both, so a box without them fails every `torch.compile` case.
 """
 
@@ -28,6 +29,19 @@ def _version(package: str) -> str | None:
         return None
 
 
+# The distributions the measurement and its files rest on, by their names on the package index: a figure read
+# against another's needs their versions (pytest-benchmark fills the JSON's stats, numpy and scipy the intervals).
+LIBRARIES = ("pytest", "pytest-benchmark", "numpy", "scipy", "pandas", "tabulate", "nvidia-ml-py")
+
+
+def library_row() -> Row:
+    """One row of `name version` for LIBRARIES; it fails when one is missing (the project depends on each)."""
+    versions = {name: _version(name) for name in LIBRARIES}
+    missing = [name for name, version in versions.items() if version is None]
+    value = ", ".join(f"{name} {version or 'not installed'}" for name, version in versions.items())
+    return Row("preflight", "libraries", value, "all installed", not missing)
+
+
 def toolchain_rows() -> list[Row]:
     """Versions of the Python side, a C compiler and Python.h (what Triton and Inductor build with)."""
     compiler = next((path for name in ("cc", "gcc", "clang") if (path := shutil.which(name))), None)
@@ -36,6 +50,7 @@ def toolchain_rows() -> list[Row]:
     return [
         Row("preflight", "python, torch (build)", f"{platform.python_version()}, {torch.__version__} "
             f"({devices.torch_info()['build']})", "", None),
+        library_row(),
         Row("preflight", "triton", triton or "not installed", "installed on CUDA", None),
         Row("preflight", "C compiler", compiler or "none on PATH", "present (Triton, Inductor)", compiler is not None),
         Row("preflight", "Python.h", str(headers) if headers.exists() else f"missing ({headers})",

@@ -12,8 +12,17 @@ is divided by are measured alike.
 min(achievable FLOP/s of its dtype, intensity x achievable bandwidth); with only a FLOP or only a byte model, the
 one roof it has. It stays at or below 100 by design: the achievable roofs are the best this device was seen to
 do, so when a case beats the roof that binds it (a shape the search did not try, or noise that slowed the
-search) that roof is raised to the case's figure for the rest of the run, the case reads 100, and the roof
-records which case raised it (`raised_by`). A roof only rises, so no case reads above 100.
+search) that roof is raised to the case's figure for the rest of the run, the case reads 100 with
+`above_achievable` and a note of by how much, and the roof records which case raised it (`raised_by`). A roof
+only rises, so no case reads above 100.
+
+A case raises only the roofs of its own kind. The searched roofs are gemm roofs, read and raised by the matmul
+suite's gemms; every other suite (conv, attention, the training steps) is read against its own copy of the
+searched figures, raised by its own cases only. A convolution that cuDNN runs as Winograd or FFT does fewer
+multiplies than its direct FLOP model counts, so it can beat any gemm roof; raising the gemm roof with it would
+lower every later gemm's figure. The raised copies are kept under `kinds` in machine_info. A case whose FLOP
+figure is above the device's datasheet peak (`tflops_above_peak`, set by the runner) raises no roof at all: its
+FLOP model counts more than the kernel did.
 
 The result is kept in a JSON file keyed by the machine's identity (device, driver, torch build, threads), so a
 later run on the same machine loads it instead of searching again.
@@ -21,12 +30,13 @@ later run on the same machine loads it instead of searching again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +50,7 @@ from suites.core.precision import DTYPES, float32_mode
 from suites.core.timing import StopRule, measure
 
 FORMAT = 1  # version of the cache file's layout; a file of another version is searched again
+NOT_SEARCHED = "not searched"  # how a dtype's reason starts when the search's total ran out before it
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,16 @@ class Found:
     searched_value: float | None = None  # the searched figure, kept when a case raised `value`
 
 
+GEMM = "gemm"  # the kind of the searched roofs
+BANDWIDTH = "bandwidth"  # the name of the bandwidth roof among a kind's roofs (the others are dtypes)
+
+
+def roof_kind(case: Case) -> str:
+    """The kind of work whose roofs a case is read against and may raise: the searched gemm roofs for the matmul
+    suite, its own copy of them for any other suite (see the module docstring)."""
+    return GEMM if case.suite == "matmul" else case.suite
+
+
 @dataclass
 class Peaks:
     """The achievable roofs of one device: FLOP/s per dtype, bandwidth, and why a dtype has none."""
@@ -96,14 +117,18 @@ class Peaks:
     identity: dict = field(default_factory=dict)
     source: str = ""  # `searched` or the file it was loaded from
     searched_at: str = ""
+    kinds: dict[str, dict[str, Found]] = field(default_factory=dict)  # kind -> roof name -> its own copy
 
     def as_dict(self) -> dict:
+        raised = {kind: {name: asdict(found) for name, found in roofs.items() if found.raised_by}
+                  for kind, roofs in self.kinds.items()}
         return {"format": FORMAT, "profile": self.profile, "identity": self.identity, "source": self.source,
                 "searched_at": self.searched_at,
                 "flops": {dtype: asdict(found) for dtype, found in self.flops.items()},
                 "bandwidth": asdict(self.bandwidth) if self.bandwidth else None,
                 "kernels": {name: asdict(found) for name, found in self.kernels.items()},
-                "missing": dict(self.missing)}
+                "missing": dict(self.missing),
+                "kinds": {kind: roofs for kind, roofs in raised.items() if roofs}}
 
     @classmethod
     def from_dict(cls, data: dict, source: str) -> Peaks:
@@ -113,26 +138,43 @@ class Peaks:
                    missing=dict(data.get("missing", {})), profile=data["profile"], identity=data["identity"],
                    source=source, searched_at=data.get("searched_at", ""))
 
-    def pct(self, case: Case, median_s: float) -> dict:
+    def roof(self, kind: str, name: str) -> Found | None:
+        """Roof `name` (a dtype, or BANDWIDTH) of a kind of work: the searched one for gemms; for another kind its
+        own copy, made from the searched figure (as searched, before any gemm raised it) on first use."""
+        searched = self.bandwidth if name == BANDWIDTH else self.flops.get(name)
+        if searched is None or kind == GEMM:
+            return searched
+        own = self.kinds.setdefault(kind, {})
+        if name not in own:
+            own[name] = dataclasses.replace(searched, value=searched.searched_value or searched.value,
+                                            raised_by=None, searched_value=None)
+        return own[name]
+
+    def pct(self, case: Case, median_s: float, notes: Sequence[str] = ()) -> dict:
         """`pct_achievable` of a measured case (empty when it has no model or no roof applies); raises the binding
-        roof when the case beats it, so the figure is at most 100."""
-        roofs: list[tuple[float, Found]] = []  # (attainable FLOP/s or bytes/s, the roof that gives it)
-        peak = self.flops.get(case.peak_dtype) if case.peak_dtype else None
-        if case.flops and peak:
-            roofs.append((peak.value, peak))
-        if case.bytes and self.bandwidth:
-            scale = case.flops / case.bytes if case.flops and peak else 1.0  # FLOP per byte on the roofline
-            roofs.append((self.bandwidth.value * scale, self.bandwidth))
+        roof of the case's kind when the case beats it, so the figure is at most 100, and says so beside it
+        (`above_achievable`, and a note appended to `notes`)."""
+        kind = roof_kind(case)
+        roofs: list[tuple[float, Found, str]] = []  # (attainable FLOP/s or bytes/s, the roof that gives it, its name)
+        peak = self.roof(kind, case.peak_dtype) if case.flops and case.peak_dtype else None
+        if peak:
+            roofs.append((peak.value, peak, case.peak_dtype))
+        if case.bytes and (bandwidth := self.roof(kind, BANDWIDTH)):
+            scale = case.flops / case.bytes if peak else 1.0  # FLOP per byte on the roofline
+            roofs.append((bandwidth.value * scale, bandwidth, BANDWIDTH))
         if not roofs:
             return {}
-        attained = (case.flops if case.flops and peak else case.bytes) / median_s
-        attainable, roof = min(roofs, key=lambda r: r[0])
+        attained = (case.flops if peak else case.bytes) / median_s
+        attainable, roof, name = min(roofs, key=lambda r: r[0])
         if attained <= attainable:
             return {"pct_achievable": 100 * attained / attainable}
         roof.searched_value = roof.searched_value or roof.value
         roof.value *= attained / attainable
         roof.raised_by = case.id
-        return {"pct_achievable": 100.0}
+        note = (f"{attained / attainable:.3g}x the achievable {kind} {name} roof, which it raises for the rest of "
+                f"the run (other kinds' roofs stay): a shape the search did not try, noise in the search, or a "
+                f"model counting more work than the kernel did")
+        return {"pct_achievable": 100.0, "above_achievable": True, "notes": [*notes, note]}
 
 
 def _time_per_call(fn: Callable[[], object], device: torch.device, rule: StopRule) -> float:
@@ -294,25 +336,59 @@ def save(peaks: Peaks, directory: Path) -> Path:
     return path
 
 
+def total_budget_s(plan: SearchPlan, dtypes: Sequence[str]) -> float:
+    """What a search of these dtypes and the bandwidth is given in all: the plan's budget per dtype for each, plus
+    its bandwidth budget. Each part may run over by its last measurement; `search` takes that from the next."""
+    return plan.gemm_budget_s * len(dtypes) + plan.bandwidth_budget_s
+
+
 def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
-           log: Callable[[str], None] = lambda _: None) -> Peaks:
-    """Search every dtype the device runs (those of `dtypes` when given), then the bandwidth."""
+           log: Callable[[str], None] = lambda _: None, budget_s: float | None = None,
+           clock: Callable[[], float] = time.perf_counter) -> Peaks:
+    """Search every dtype the device runs (those of `dtypes` when given), then the bandwidth, within `budget_s`
+    in all (default: `total_budget_s`), saying what it does through `log` as it goes: the total first, then a
+    line per dtype and one for the bandwidth.
+
+    The total is a deadline: a dtype gets the plan's budget or what is left of the total after the bandwidth's
+    share, whichever is less, so a dtype that overran (its last shape, its first allocation) shortens the next;
+    a dtype for which nothing is left is recorded as missing with that reason.
+    """
     plan = PLANS[(device.type, profile)]
+    names = dtypes or list(DTYPES)
+    total = total_budget_s(plan, names) if budget_s is None else budget_s
+    start = clock()
     peaks = Peaks(profile=profile, identity=identity(device), source="searched",
                   searched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    for dtype in dtypes or list(DTYPES):
+    log(f"achievable peaks: searching {', '.join(names)} and the bandwidth on {device} ({profile} plan) in "
+        f"{total:g} s ({plan.gemm_budget_s:g} s per dtype, {plan.bandwidth_budget_s:g} s bandwidth, each part "
+        "over by at most its last shape); once per machine, then loaded from the cache")
+    for dtype in names:
+        left = total - (clock() - start) - min(plan.bandwidth_budget_s, total / (len(names) + 1))
+        if left <= 0:
+            peaks.missing[dtype] = f"{NOT_SEARCHED}: the search's {total:g} s in all were spent"
+            log(f"achievable {dtype}: {peaks.missing[dtype]}")
+            continue
         try:
-            peaks.flops[dtype] = search_gemm(dtype, device, plan)
-            log(f"achievable {dtype}: {peaks.flops[dtype].value / 1e12:.4g} TFLOP/s at {peaks.flops[dtype].at}")
+            found = search_gemm(dtype, device, dataclasses.replace(plan, gemm_budget_s=min(plan.gemm_budget_s,
+                                                                                            left)), clock)
         except Unsupported as exc:
             peaks.missing[dtype] = str(exc)
-    peaks.kernels = search_bandwidth(device, plan)
+            log(f"achievable {dtype}: none ({exc})")
+            continue
+        peaks.flops[dtype] = found
+        log(f"achievable {dtype}: {found.value / 1e12:.4g} TFLOP/s at {found.at} ({found.tried} shapes, "
+            f"{found.seconds:.1f} s)")
+    left = total - (clock() - start)
+    peaks.kernels = search_bandwidth(device, dataclasses.replace(
+        plan, bandwidth_budget_s=min(plan.bandwidth_budget_s, max(left, 0.0))), clock)
     if not peaks.kernels:
-        peaks.missing["bandwidth"] = "no copy or triad array size of the plan fits in memory"
+        peaks.missing["bandwidth"] = ("no copy or triad array size of the plan fits in memory" if left > 0 else
+                                      f"{NOT_SEARCHED}: the search's {total:g} s in all were spent")
+        log(f"achievable bandwidth: none ({peaks.missing['bandwidth']})")
         return peaks
     best = max(peaks.kernels.values(), key=lambda f: f.value)
     peaks.bandwidth = Found(**asdict(best))
-    log(f"achievable bandwidth: {best.value / 1e9:.4g} GB/s ({best.at})")
+    log(f"achievable bandwidth: {best.value / 1e9:.4g} GB/s ({best.at}); the search took {clock() - start:.0f} s")
     return peaks
 
 
@@ -325,11 +401,17 @@ def obtain(device: torch.device, profile: str, directory: Path, refresh: bool = 
     ident = identity(device)
     cached = None if refresh else load(directory, ident, profile)
     wanted = set(dtypes or DTYPES)
-    if cached is not None and wanted <= set(cached.flops) | set(cached.missing):
+    if cached is not None and wanted <= set(cached.flops) | answered(cached.missing):
+        log(f"achievable peaks: {cached.source} (searched {cached.searched_at})")
         return cached
     peaks = search(device, profile, dtypes, log)
     try:
-        save(peaks, directory)
+        log(f"achievable peaks: cached in {save(peaks, directory)}")
     except OSError as exc:
         log(f"achievable peaks not cached ({exc}); the next run searches again")
     return peaks
+
+
+def answered(missing: dict[str, str]) -> set[str]:
+    """The missing dtypes whose reason is an answer (unsupported here), not a search cut short by its total."""
+    return {dtype for dtype, reason in missing.items() if not reason.startswith(NOT_SEARCHED)}

@@ -51,8 +51,9 @@ class GpuInfo:
     clocks_mhz: dict[str, float | None]
     bus_width_bits: int | None
     power_limits_w: dict[str, float | None]
-    uuid: str | None
+    uuid: str | None  # NVML's name: GPU-..., or MIG-... for a MIG instance
     spec: peaks.GpuSpec = field(repr=False)
+    mig_parent_uuid: str | None = None  # under MIG, the GPU the instance is part of
 
     @property
     def peaks(self) -> dict[str, dict]:
@@ -65,7 +66,13 @@ class GpuInfo:
             "cuda": self.cuda, "cudnn": self.cudnn, "clocks_mhz": self.clocks_mhz,
             "bus_width_bits": self.bus_width_bits, "power_limits_w": self.power_limits_w, "uuid": self.uuid,
             "peaks": self.peaks,
-        }
+        } | self.mig_info()
+
+    def mig_info(self) -> dict:
+        """`mig` under MIG: the parent GPU and what the NVML figures (clocks, power limits, telemetry) are of."""
+        if not nvml.is_mig(self.uuid):
+            return {}
+        return {"mig": {"instance_uuid": self.uuid, "parent_uuid": self.mig_parent_uuid, "note": nvml.MIG_NOTE}}
 
 
 def _mhz_from_khz(value: int | None) -> float | None:
@@ -79,7 +86,8 @@ def _watts(milliwatts: int | None) -> float | None:
 def gpu_info(device: torch.device) -> GpuInfo:
     """Read the device properties from torch, the clocks, bus width and driver from NVML where it answers."""
     props = torch.cuda.get_device_properties(device)
-    handle, _ = nvml.handle(device.index)
+    where = nvml.located(device.index)
+    handle = where.handle  # under MIG the parent GPU's: clocks and power limits are the whole GPU's
     lib, _ = nvml.nvml()
     clocks: dict[str, float | None] = {
         "sm_max": _mhz_from_khz(getattr(props, "clock_rate", None)),
@@ -113,7 +121,8 @@ def gpu_info(device: torch.device) -> GpuInfo:
         name=props.name, capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
         memory_bytes=props.total_memory, l2_bytes=getattr(props, "L2_cache_size", 0), driver=driver,
         cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(), clocks_mhz=clocks,
-        bus_width_bits=bus_width, power_limits_w=power, uuid=nvml.nvml_uuid(props), spec=spec,
+        bus_width_bits=bus_width, power_limits_w=power, uuid=where.uuid or nvml.nvml_uuid(props), spec=spec,
+        mig_parent_uuid=where.mig_parent_uuid,
     )
 
 

@@ -71,7 +71,9 @@ def _fp8(m: int, n: int, k: int, device: torch.device, seeded: bool) -> Gemm:
     fmax = torch.finfo(torch.float8_e4m3fn).max
     scale_a, scale_b = a32.abs().max() / fmax, b32.abs().max() / fmax
     a = (a32 / scale_a).to(torch.float8_e4m3fn)
-    b = (b32 / scale_b).to(torch.float8_e4m3fn).t().contiguous().t()
+    # column-major B; clone(contiguous_format) is contiguous()'s copy, in a form FakeTensorMode runs on a CPU build
+    # with fake CUDA tensors (where CI checks this call against torch's own _scaled_mm rules)
+    b = (b32 / scale_b).to(torch.float8_e4m3fn).t().clone(memory_format=torch.contiguous_format).t()
     del a32, b32
 
     def run() -> torch.Tensor:

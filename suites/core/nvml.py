@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -26,7 +27,8 @@ def nvml() -> tuple[Any | None, str | None]:
 
 def nvml_uuid(props: Any) -> str | None:
     """NVML's name of a device ("GPU-" + UUID, as nvidia-smi prints it) from torch's device properties; None where
-    torch has no uuid. It tells two boxes of one GPU model apart."""
+    torch has no uuid. It tells two boxes of one GPU model apart. (Under MIG torch gives the instance's UUID
+    without its "MIG-" prefix: `locate` asks NVML which of the two it is.)"""
     uuid = getattr(props, "uuid", None)
     if uuid is None:
         return None
@@ -34,31 +36,104 @@ def nvml_uuid(props: Any) -> str | None:
     return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
-def handle(index: int) -> tuple[Any | None, str | None]:
-    """(NVML handle of the CUDA device with this index, None), else (None, the reason).
+# What a MIG instance's readings are: NVML answers power, energy, clocks and clock-event reasons only for the whole
+# GPU, which the instances share.
+MIG_NOTE = ("a MIG instance: power, energy, clocks and clock-event reasons are those of its whole GPU, shared with "
+            "the other instances on it")
 
-    CUDA and NVML number devices differently (CUDA_VISIBLE_DEVICES renumbers CUDA's; NVML always sees every GPU),
-    so the handle is looked up by the device's UUID, then by PCI bus id; by index only when nothing renumbers.
+
+@dataclass(frozen=True)
+class Located:
+    """A CUDA device as NVML knows it: the handle to query (under MIG the parent GPU's, since device-wide getters
+    refuse an instance's handle), NVML's name for the device itself, and the parent's name under MIG."""
+
+    handle: Any | None
+    uuid: str | None = None  # GPU-... or MIG-...
+    mig_parent_uuid: str | None = None
+    reason: str | None = None  # why there is no handle
+
+    @property
+    def mig(self) -> bool:
+        return is_mig(self.uuid)
+
+
+def is_mig(uuid: str | None) -> bool:
+    """Whether NVML's name of a device is a MIG instance's."""
+    return uuid is not None and uuid.startswith("MIG-")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _by_uuid(lib: Any, uuid: str) -> Located:
+    """The handle of a device NVML knows by this UUID; a MIG instance's resolves to its parent GPU's handle."""
+    found = lib.nvmlDeviceGetHandleByUUID(uuid.encode())
+    if not query(lib.nvmlDeviceIsMigDeviceHandle, found, default=False):
+        return Located(found, uuid)
+    try:
+        parent = lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(found)
+    except Exception as exc:  # an NVMLError: the instance is known, its GPU cannot be queried
+        return Located(None, uuid, reason=f"{uuid}: NVML gives no handle of its parent GPU ({exc})")
+    parent_uuid = query(lib.nvmlDeviceGetUUID, parent)
+    return Located(parent, uuid, _text(parent_uuid) if parent_uuid is not None else None)
+
+
+def locate(lib: Any, props: Any, index: int, renumbered: bool) -> Located:
+    """Find the NVML handle of CUDA device `index` (its torch properties `props`).
+
+    CUDA and NVML number devices differently (CUDA_VISIBLE_DEVICES, `renumbered`, renumbers CUDA's; NVML always
+    sees every GPU), so the handle is looked up by the device's UUID (as a GPU's, then as a MIG instance's: torch
+    drops the prefix), then by PCI bus id (under MIG that is the parent GPU's), by index only when nothing
+    renumbers. Each failed way is named in the reason when none works.
     """
+    tried: list[str] = []
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        text = _text(uuid)
+        for name in [text] if text.startswith(("GPU-", "MIG-")) else [f"GPU-{text}", f"MIG-{text}"]:
+            try:
+                return _by_uuid(lib, name)
+            except Exception as exc:  # NVMLError_NotFound for the wrong prefix; try the next name
+                tried.append(f"{name}: {exc}")
+    if hasattr(props, "pci_bus_id"):
+        bus_id = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        try:
+            found = lib.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
+            return Located(found, _text(u) if (u := query(lib.nvmlDeviceGetUUID, found)) is not None else None)
+        except Exception as exc:
+            tried.append(f"PCI {bus_id}: {exc}")
+    if renumbered:
+        tried.append("by index: CUDA_VISIBLE_DEVICES renumbers devices")
+    else:
+        try:
+            return Located(lib.nvmlDeviceGetHandleByIndex(index))
+        except Exception as exc:
+            tried.append(f"index {index}: {exc}")
+    return Located(None, reason=f"no NVML handle for cuda:{index} ({'; '.join(tried) or 'torch gives no UUID'})")
+
+
+def located(index: int) -> Located:
+    """`locate` for CUDA device `index` of this process, or why NVML cannot be asked."""
     lib, reason = nvml()
     if lib is None:
-        return None, reason
+        return Located(None, reason=reason)
     import os
 
     import torch
 
     try:
         props = torch.cuda.get_device_properties(index)
-        if uuid := nvml_uuid(props):
-            return lib.nvmlDeviceGetHandleByUUID(uuid.encode()), None
-        if hasattr(props, "pci_bus_id"):
-            bus_id = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
-            return lib.nvmlDeviceGetHandleByPciBusId(bus_id.encode()), None
-        if os.environ.get("CUDA_VISIBLE_DEVICES"):
-            return None, f"cuda:{index}: torch gives no UUID or PCI bus id and CUDA_VISIBLE_DEVICES renumbers devices"
-        return lib.nvmlDeviceGetHandleByIndex(index), None
-    except Exception as exc:
-        return None, f"no NVML handle for cuda:{index}: {exc}"
+    except Exception as exc:  # no such device, or no CUDA in this build
+        return Located(None, reason=f"no NVML handle for cuda:{index}: {exc}")
+    return locate(lib, props, index, renumbered=bool(os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+
+def handle(index: int) -> tuple[Any | None, str | None]:
+    """(NVML handle of the CUDA device with this index, None), else (None, the reason); under MIG the handle of
+    the instance's GPU (see `locate`)."""
+    found = located(index)
+    return found.handle, found.reason
 
 
 def query(fn, *args, default=None):

@@ -150,6 +150,19 @@ def host_bound_step(info: dict) -> dict:
     return {"device_busy_share": share, "host_bound": share < HOST_BOUND_BUSY_SHARE}
 
 
+def above_peak_flops(info: dict) -> dict:
+    """A case above 100 % of the datasheet peak did less work than its FLOP model counts (cuDNN's Winograd and FFT
+    convolutions do fewer multiplies than the direct formula), or the peak is wrong: say so, so that the figure
+    is not read as a speed and raises no achievable roof."""
+    pct = info.get("pct_peak")
+    if pct is None or pct <= 100:
+        return {}
+    note = (f"{pct:.0f} % of the datasheet peak: the kernel did fewer FLOPs than the model counts (a Winograd or "
+            "FFT convolution, say) or the peak is wrong, so tflops is not the device's speed and raises no "
+            "achievable roof")
+    return {"tflops_above_peak": True, "notes": [*info.get("notes", []), note]}
+
+
 def above_peak_bandwidth(info: dict, peak_gbps: float | None) -> dict:
     """A case moving bytes faster than the device's memory can serve them was fed from a cache: say so."""
     gbps = info.get("gbps")
@@ -240,6 +253,7 @@ def _measure_and_check(case: Case, workload: Workload, device: torch.device, rul
     if device.type == "cuda":
         info["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device) - baseline
     info |= _measurement_info(case, m) | throughput_info(case, m.median_s, peaks.flops)
+    info |= above_peak_flops(info)
     info |= above_peak_bandwidth(info, peaks.gbps)
     if workload.rates is not None:
         info |= workload.rates(m.median_s, peaks.flops)

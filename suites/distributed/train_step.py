@@ -29,7 +29,7 @@ from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
-from suites.core.cases import Case, Workload
+from suites.core.cases import Case, Unsupported, Workload
 from suites.distributed import group
 from suites.training import param_bytes
 from suites.training.data import token_batches
@@ -87,12 +87,23 @@ def setups(profile: str) -> list[tuple[str, str, Setup]]:
 _LOCAL_STEP_S: dict[tuple[str, int], float] = {}
 
 
+def fsdp_unsupported(device: torch.device) -> str | None:
+    """Why FSDP2 cannot run here, or None. It orders its collectives by events recorded on the device's streams;
+    on the CPU those are torch.cpu.Stream's, which have no record_event in torch 2.6 (FSDP2 then fails inside the
+    step with an AttributeError); 2.11 and 2.13 have it. Asked of the installed torch, not of its version."""
+    if device.type == "cpu" and not hasattr(torch.cpu.Stream, "record_event"):
+        return f"FSDP2 on the CPU needs torch.cpu.Stream.record_event, which torch {torch.__version__} lacks"
+    return None
+
+
 def wrap(model: nn.Module, setup: Setup, device: torch.device) -> nn.Module:
     """The model under the setup's strategy (the local reference is the model itself)."""
     if setup.strategy == "ddp":
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
                                        bucket_cap_mb=setup.bucket_mb, gradient_as_bucket_view=setup.bucket_view)
     if setup.strategy == "fsdp":
+        if reason := fsdp_unsupported(device):
+            raise Unsupported(reason)
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
         policy = MixedPrecisionPolicy(param_dtype=dtypes[setup.param_dtype], reduce_dtype=dtypes[setup.reduce_dtype])
         for block in model.blocks:

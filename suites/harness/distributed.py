@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import inspect
 import math
 import os
 import shutil
@@ -40,6 +41,8 @@ from suites.harness import results
 DEFAULT_TIMEOUT_S = defaults.DIST_TIMEOUT_S
 # torch 2.13 renamed all_gather_into_tensor (now deprecated) to all_gather_single
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+# barrier() takes its own timeout from torch 2.13 on; before, it inherits the process group's (the same timeout_s)
+_BARRIER_TAKES_TIMEOUT = "timeout" in inspect.signature(dist.barrier).parameters
 # Samples per case on every rank (nccl-tests times 20 iterations after 5 warm-up ones by default).
 SAMPLES = {"quick": 10, "full": 50}
 
@@ -139,8 +142,8 @@ class RankLockstep:
 
     def before_sample(self) -> None:
         """Every rank starts the sample together (NCCL's barrier blocks the host until it completes)."""
-        timeout = datetime.timedelta(seconds=self.world.timeout_s)
-        dist.barrier(device_ids=[self.device.index] if self.device.type == "cuda" else None, timeout=timeout)
+        timeout = {"timeout": datetime.timedelta(seconds=self.world.timeout_s)} if _BARRIER_TAKES_TIMEOUT else {}
+        dist.barrier(device_ids=[self.device.index] if self.device.type == "cuda" else None, **timeout)
 
     def reduce(self, m: Measurement) -> Measurement:
         """Sample i becomes the slowest rank's sample i; `converged` is judged on those against the profile."""

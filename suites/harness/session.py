@@ -10,6 +10,9 @@ pytest-benchmark cannot silently break this.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -56,6 +59,7 @@ class BenchSession:
     world: distributed.World | None = None  # set under torchrun with several ranks
     rounds: int = 1
     round_log: bench_rounds.RoundLog = field(default_factory=bench_rounds.RoundLog)
+    log: Callable[[str], None] = lambda _: None  # a line on the terminal as it happens (the achievable search's)
     _peaks: dict | None = None
     _achievable: achievable.Peaks | str | None = None  # the peaks, or why there are none
 
@@ -95,18 +99,21 @@ class BenchSession:
             else:
                 try:
                     self._achievable = achievable.obtain(self.device, self.profile, self.achievable_cache,
-                                                         refresh=self.achievable_mode == "search", dtypes=self.dtypes)
+                                                         refresh=self.achievable_mode == "search", dtypes=self.dtypes,
+                                                         log=self.log)
                 except Exception as exc:  # the boundary: a failed search costs pct_achievable, never the cases
                     self._achievable = f"search failed: {type(exc).__name__}: {exc}"
         return self._achievable if isinstance(self._achievable, achievable.Peaks) else None
 
     def pct_achievable(self, result: CaseResult) -> dict:
         """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable); none for a
-        case that failed its check, whose speed must not become a peak."""
-        if result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes):
+        case that failed its check, or one above the datasheet peak, whose speed must not become a peak."""
+        info = result.extra_info
+        if (result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes)
+                or info.get("tflops_above_peak")):
             return {}
         peaks = self.achievable()
-        return peaks.pct(result.case, result.measurement.median_s) if peaks else {}
+        return peaks.pct(result.case, result.measurement.median_s, info.get("notes", ())) if peaks else {}
 
     def achievable_info(self) -> dict | None:
         """machine_info's `achievable`: the peaks with how they were found, or why there are none; None when no
@@ -139,6 +146,22 @@ def check_options(config: pytest.Config) -> None:
         raise pytest.UsageError("--bench-rounds: one round under torchrun (the ranks measure each case in lockstep)")
 
 
+def terminal_line(config: pytest.Config) -> Callable[[str], None]:
+    """Write a line on pytest's terminal at once, also from inside a test, where pytest captures the output; on
+    stderr where there is no terminal reporter (an xdist worker, a plugin-less run)."""
+    def write(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            print(line, file=sys.stderr, flush=True)
+            return
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+
+    return write
+
+
 def from_config(config: pytest.Config) -> BenchSession:
     """The run's session, made when a test first needs the suite (never for a run that does not use it): the
     device (made CUDA's current device), and under torchrun this rank's place in the process group."""
@@ -152,6 +175,7 @@ def from_config(config: pytest.Config) -> BenchSession:
     return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
                         achievable_mode=config.getoption("bench_achievable_peaks"),
                         achievable_cache=Path(config.getoption("bench_achievable_cache")), world=world,
+                        log=terminal_line(config),
                         rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
 
 

@@ -319,8 +319,9 @@ class TelemetryExtension(Extension):
         reader, reason = self._reader
         if reader is None:
             return {"available": False, "reason": reason}
+        mig = {"mig": nvml.MIG_NOTE} if nvml.located(self.device.index).mig else {}
         return {"available": True, "interval_ms": self.interval_ms, "memory_struct": reader.memory_struct,
-                "power_source": reader.power_source}
+                "power_source": reader.power_source} | mig
 
     @contextlib.contextmanager
     def around(self, case: Case, device: torch.device) -> Iterator[dict]:

@@ -9,7 +9,9 @@ second step runs with the optimizer state every later step has). A batch whose p
 Search (`lever: max_batch`): the largest batch that fits, found by doubling from 1 until a try fails and then
 bisecting between the last fit and the first failure, at most MAX_TRIES tries and never above the profile's cap.
 An out-of-memory error is an answer, not a failure; every try builds its own model and releases its memory
-before the next. Reported per precision with activation checkpointing off and on: the memory lever in samples.
+before the next. The step is then timed at the batch found, or, when that runs out of memory as it is built
+again, at the next largest batch that fit (`timed_batch`, with the reason): the row is never lost at the
+boundary. Reported per precision with activation checkpointing off and on: the memory lever in samples.
 
 Memory: on CUDA the caching allocator's peak, and a try fits when it raises no OutOfMemoryError. On the CPU,
 exhausting the machine's RAM is no safe test, so the limit is a budget (`--bench-mem-budget`, default
@@ -27,7 +29,7 @@ import torch
 
 from suites.core.cases import Case, Workload
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
-from suites.core.runner import is_oom
+from suites.core.runner import first_line, is_oom
 from suites.training.model_spec import ModelSpec
 from suites.training.recipe import PEAK_DTYPE, TrainStep, make_optimizer, make_step
 
@@ -223,6 +225,32 @@ def _workload(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, dev
     return Workload(fn=trainee, extra_info=info, rates=rates)
 
 
+def timed_where_it_fits(found: Search, build: Callable[[int], Workload], release: Callable[[], None]) -> Workload:
+    """The workload at the largest batch the search found; when that batch does not fit as it is built again (on
+    CUDA the allocator's free memory is not the search's: fragmentation, another process), the next largest one
+    that fit in the search, with `timed_batch` and `timed_batch_reason` saying so. The row is never lost to an
+    out-of-memory error at the boundary; only when no batch that fit fits again is the case `oom`."""
+    refused: list[str] = []
+    for batch in sorted({t.batch for t in found.tries if t.fits}, reverse=True):
+        try:
+            workload = build(batch)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            refused.append(f"{batch} ({first_line(exc)})")
+            workload = None
+        if workload is None:
+            release()  # outside the except: its traceback's frames held the failed build's tensors until here
+            continue
+        workload.extra_info["timed_batch"] = batch
+        if refused:
+            workload.extra_info["timed_batch_reason"] = (
+                f"batch {', '.join(refused)} fit in the search but not when built again; timed at {batch}, the "
+                f"largest batch that fit in the search and again")
+        return workload
+    raise torch.OutOfMemoryError(f"out of memory: no batch that fit in the search fits again: {'; '.join(refused)}")
+
+
 def _params(spec: ModelSpec, lever: str, precision: str, checkpoint: bool) -> dict[str, str]:
     return {"model": spec.name, "lever": lever, "precision": precision, "dtype": PEAK_DTYPE[precision],
             "checkpoint": "block" if checkpoint else "off"}
@@ -249,7 +277,9 @@ def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str,
             raise torch.OutOfMemoryError(f"out of memory: not even a batch of 1 fits ({found.tries[0].reason})")
         info = {"max_batch": found.largest, "max_batch_exact": found.exact, "search_capped": found.capped,
                 "search_tries": [asdict(t) for t in found.tries]}
-        return _workload(spec, precision, checkpoint, found.largest, device, limit, info)
+
+        return timed_where_it_fits(found, lambda b: _workload(spec, precision, checkpoint, b, device, limit, info),
+                                   lambda: release(device))
 
     name = "block" if checkpoint else "off"
     return Case(suite=SUITE, id=f"{SUITE}/max_batch/{spec.name}/{precision}/checkpoint-{name}",
