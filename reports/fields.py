@@ -7,9 +7,9 @@ simply not there (strict JSON writes a non-finite figure as `null`). Fields not 
 they are when they sit in `params` or `extra_info`, and ignored elsewhere: no report reads them.
 
 Paths are dotted from the top of the file (`machine_info.gpu.name`) or, for the entries of `benchmarks` and
-`not_measured`, from the entry (`stats.median`, `extra_info.tflops`); `*` stands for any key. docs/results.md
-describes the same fields for people, and the JSON Schema beside it for other tools;
-tests/test_fields.py checks that every field both describe has one type in both.
+`not_measured`, from the entry (`stats.median`, `extra_info.tflops`); `*` stands for any key. This is the
+reader's side of the format: the results schema says what a file may hold, this what a report acts on, within
+bounds a measurement can have (tests/test_fields.py checks that no figure a report shows goes untyped).
 
 Bounds that no measurement reaches keep the arithmetic of the reports finite: a time lies within
 [MIN_TIME_S, MAX_TIME_S] (5e-324 s would make every rate infinite, 1.7e308 s overflow every unit change), a
