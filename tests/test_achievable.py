@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +19,8 @@ from suites.core.cases import Case, Unsupported
 from suites.core.runner import CaseResult
 from suites.core.timing import Measurement, StopRule
 from suites.harness.session import BenchSession
+from tests.runs import run_bench
 
-ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=0.2, warmup_s=0.0)
 
@@ -227,13 +225,11 @@ def test_a_real_search_on_this_cpu(tmp_path):
 @pytest.mark.slow
 def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_path):
     def run(out: Path) -> dict:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                               "bench/test_matmul.py", "--benchmark-only", "--device", "cpu",
-                               "--bench-dtypes", "float32", "-k", "square", f"--achievable-cache={tmp_path}",
-                               f"--benchmark-json={out}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        proc = run_bench("bench/test_matmul.py", "--bench-dtypes", "float32", "-k", "square",
+                         f"--achievable-cache={tmp_path}", json_path=out)
+        assert proc.returncode == 0, proc.tail()
         lines.append(proc.stdout)
-        return json.loads(out.read_text())
+        return proc.json
 
     lines: list[str] = []
     first = run(tmp_path / "a.json")

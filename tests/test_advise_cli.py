@@ -4,7 +4,6 @@ never outlives it; and the recommendation's refusal of a setting whose loss is n
 import dataclasses
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from suites.core import children
 from suites.training import advise
+from tests.runs import start_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "tests" / "data" / "advise_conv_cpu_quick"
@@ -112,7 +112,7 @@ def _gone(pid: int, within_s: float) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's prctl")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_a_child_never_outlives_its_parent(sig):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    parent = start_python("-c", PARENT, output="stdout")
     child = int(parent.stdout.readline())
     time.sleep(0.3)  # the handlers are installed right after the pid is printed
     parent.send_signal(sig)
@@ -123,9 +123,7 @@ def test_a_child_never_outlives_its_parent(sig):
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the child's pid from /proc")
 def test_stopping_advise_stops_its_pytest_child(tmp_path):
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "suites.advise", *DICT_MODEL, "--out", str(tmp_path)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_python("-m", "suites.advise", *DICT_MODEL, "--out", str(tmp_path))
     deadline, child = time.monotonic() + 120, None
     while child is None and time.monotonic() < deadline:
         pids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()

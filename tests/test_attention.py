@@ -1,10 +1,7 @@
 """The attention suite: FLOP model, float64 reference, forced backends, correctness and the memory sweep on the CPU."""
 
 import itertools
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,9 +12,9 @@ from suites.core.runner import execute
 from suites.harness.session import SMOKE
 from suites.ops import attention
 from suites.ops.attention import Point, Shape
+from tests.runs import run_bench, run_reports_in_process
 
 CPU, META = torch.device("cpu"), torch.device("meta")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("profile", ["quick", "full"])
@@ -167,24 +164,18 @@ def test_plots_write_a_png_per_series(tmp_path):
 def test_quick_sweep_end_to_end_json_table_and_plot(tmp_path):
     """bench -> JSON -> table and plot, on the shortest flash and naive cases of the CPU memory sweep."""
     out = tmp_path / "attention.json"
-    bench = subprocess.run([sys.executable, "-m", "pytest", "bench/test_attention.py", "--benchmark-only", "--device",
-                            "cpu", "--bench-profile", "quick", "-q", "-p", "no:cacheprovider", "-k",
-                            "(naive or flash) and 4x8x128x", f"--benchmark-json={out}"], capture_output=True, text=True,
-                           cwd=ROOT)
-    assert bench.returncode == 0, bench.stdout[-2000:] + bench.stderr[-2000:]
-    import json
-
-    entries = json.loads(out.read_text())["benchmarks"]
+    bench = run_bench("bench/test_attention.py", "--bench-profile", "quick", "-k", "(naive or flash) and 4x8x128x",
+                      json_path=out)
+    assert bench.returncode == 0, bench.tail(2000)
+    entries = bench.json["benchmarks"]
     assert len(entries) == 2
     for entry in entries:
         assert entry["group"] == "attention"
         assert {"impl", "seq", "batch"} <= set(entry["params"])
         assert entry["extra_info"]["peak_mem_bytes"] > 0 and entry["extra_info"]["tflops"] > 0
-    table = subprocess.run([sys.executable, "-m", "reports", "table", str(out)], capture_output=True, text=True,
-                           cwd=ROOT)
+    table = run_reports_in_process("table", str(out))
     assert table.returncode == 0 and "## attention on" in table.stdout
-    plot = subprocess.run([sys.executable, "-m", "reports", "plot", str(out), "-o", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT)
+    plot = run_reports_in_process("plot", str(out), "-o", str(tmp_path))
     assert plot.returncode == 0 and "no plots" in plot.stdout  # one sequence length: no series to draw
 
 

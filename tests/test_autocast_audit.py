@@ -3,11 +3,6 @@ a softmax in 16-bit; and it must catch both when they happen."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,11 +13,11 @@ from suites.training import autocast_audit, numerics
 from suites.training.autocast_audit import Auditor, DtypeRecorder, OpSummary, is_matmul, summarize, violations
 from suites.training.model_spec import ModelSpec
 from suites.training.recipe import make_optimizer, make_step
+from tests.runs import call_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ROOT = Path(__file__).resolve().parents[1]
 DEVICES = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
 MODELS = [ModelSpec("gpt", "tiny"), ModelSpec("cnn", "tiny")]
 
@@ -90,10 +85,7 @@ def test_cnn_mean_is_flagged_in_the_case(recwarn):
 
 
 def test_cli_prints_the_table_and_rejects_bad_input():
-    env = os.environ | {"OMP_NUM_THREADS": "1"}  # as the one_thread fixture, for the child process
-    ok = subprocess.run([sys.executable, "-m", "suites.training.autocast_audit", "--model", "gpt-tiny"], cwd=ROOT,
-                        capture_output=True, text=True, env=env)
+    ok = call_in_process(autocast_audit.main, "--model", "gpt-tiny")
     assert ok.returncode == 0 and "| forward  | addmm" in ok.stdout and "no violations" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "suites.training.autocast_audit", "--model", "gpt-huge"], cwd=ROOT,
-                         capture_output=True, text=True, env=env)
+    bad = call_in_process(autocast_audit.main, "--model", "gpt-huge")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown GPT preset" in bad.stderr

@@ -4,10 +4,6 @@ quick profile end to end (within the issue's two minutes, with the same answer o
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,13 +15,13 @@ from suites.core.units import parse_bytes
 from suites.training import batch_size
 from suites.training.batch_size import Fit, largest_batch, try_batch
 from suites.training.model_spec import ModelSpec
+from tests.runs import ROOT, run_bench, run_pytest_in_process, run_reports_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 CPU = torch.device("cpu")
 GPT = ModelSpec("gpt", "tiny")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(("text", "expected"), [("2GiB", 2 * 2**30), ("512MiB", 512 * 2**20), ("1.5GB", 1.5e9),
@@ -146,8 +142,8 @@ def test_sweep_case_over_budget_is_recorded_as_oom():
 
 
 def test_bad_budget_is_a_one_line_usage_error():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "bench/test_batch_size.py", "--collect-only", "-q",
-                           "--device", "cpu", "--bench-mem-budget", "lots"], cwd=ROOT, capture_output=True, text=True)
+    proc = run_pytest_in_process("bench/test_batch_size.py", "--collect-only", "--device", "cpu", "--bench-mem-budget",
+                                 "lots")
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and "--bench-mem-budget" in errors[0] and "Traceback" not in proc.stderr
@@ -155,13 +151,11 @@ def test_bad_budget_is_a_one_line_usage_error():
 
 def _quick_gpt_run(json_path: Path, select: str) -> tuple[float, dict]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "bench/test_batch_size.py", "-k", select,
-                           "--benchmark-only", "--device", "cpu", "--bench-profile", "quick", "-q",
-                           "-p", "no:cacheprovider", f"--benchmark-json={json_path}"],
-                          cwd=ROOT, capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    proc = run_bench("bench/test_batch_size.py", "-k", select, "--bench-profile", "quick", json_path=json_path,
+                     env={"OMP_NUM_THREADS": "1"})
     seconds = time.perf_counter() - start
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return seconds, json.loads(json_path.read_text())
+    assert proc.returncode == 0, proc.tail(2000)
+    return seconds, proc.json
 
 
 def _largest(data: dict) -> dict[str, int]:
@@ -211,7 +205,6 @@ def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
 
 
 def test_plot_command_lists_the_batch_plot(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "reports", "plot", str(DATA / "batch_size_cpu_quick.json"), "-o",
-                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    proc = run_reports_in_process("plot", str(DATA / "batch_size_cpu_quick.json"), "-o", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert [Path(line).name for line in proc.stdout.split()] == ["batch_size_gpt-tiny_AMD-EPYC-2-threads.png"]

@@ -1,12 +1,7 @@
 """Distributed runs: nccl-tests' bandwidth formulas, the lockstep stopping rule, and real torchrun runs with gloo
 on this CPU (collectives, a rank whose build fails, a rank that fails or hangs inside the timed loop)."""
 
-import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,8 +11,7 @@ from suites.core.timing import QUICK, measure
 from suites.distributed import collectives
 from suites.distributed import train_step as dist_train_step
 from suites.harness import distributed
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.runs import run_torchrun
 
 
 @pytest.mark.parametrize(("op", "n", "factor"), [("all_reduce", 8, 1.75), ("all_reduce", 2, 1.0),
@@ -63,20 +57,13 @@ def test_every_collective_and_size_in_the_sweep():
     assert "collectives/all_reduce/bfloat16/1024MiB" in ids and "collectives/broadcast/float32/4KiB" in ids
 
 
-def _torchrun(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "pytest", "-p", "no:cacheprovider", "-q", "--device", "cpu", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env=os.environ | {"PYTHONPATH": str(ROOT)} | (env or {}))
-
-
 @pytest.fixture(scope="module")
 def collectives_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("dist") / "r.json"
-    proc = _torchrun("bench/test_collectives.py", "--benchmark-only", "--bench-profile", "quick",
-                     "-k", "4KiB or 64KiB", f"--benchmark-json={out}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"json": json.loads(out.read_text()), "stdout": proc.stdout}
+    proc = run_torchrun("bench/test_collectives.py", "--benchmark-only", "--bench-profile", "quick",
+                        "-k", "4KiB or 64KiB", json_path=out)
+    assert proc.returncode == 0, proc.tail()
+    return {"json": proc.json, "stdout": proc.stdout}
 
 
 slow = pytest.mark.slow  # each runs torchrun with 2 processes
@@ -122,8 +109,8 @@ def test_a_failing_rank_fails_the_run_with_its_message():
     """A build failing on rank 1 is recorded on both ranks and the run goes on; an exception inside rank 1's
     timed loop ends the run with rank 1's message (torchrun stops rank 0, which waits in a barrier)."""
     start = time.monotonic()
-    proc = _torchrun("tests/data/distributed/ranks_failing.py", "-rs", "--dist-timeout-s", "60")
-    out = proc.stdout + proc.stderr
+    proc = run_torchrun("tests/data/distributed/ranks_failing.py", "-rs", "--dist-timeout-s", "60")
+    out = proc.output
     assert proc.returncode != 0
     assert "unsupported: rank 1: this rank lacks the feature" in out
     assert "rank 1: failing/loop: RuntimeError: injected failure in the timed loop" in out
@@ -133,17 +120,17 @@ def test_a_failing_rank_fails_the_run_with_its_message():
 @slow
 def test_a_hanging_rank_times_out_instead_of_hanging():
     start = time.monotonic()
-    proc = _torchrun("tests/data/distributed/ranks_failing.py", "--dist-timeout-s", "5",
-                     env={"RANKS_FAILING_MODE": "hang"})
+    proc = run_torchrun("tests/data/distributed/ranks_failing.py", "--dist-timeout-s", "5",
+                        env={"RANKS_FAILING_MODE": "hang"})
     assert proc.returncode != 0
-    assert "rank 0: failing/loop:" in proc.stdout + proc.stderr
+    assert "rank 0: failing/loop:" in proc.output
     assert time.monotonic() - start < 120
 
 
 @slow
 def test_ranks_that_collect_other_cases_stop_before_measuring():
-    proc = _torchrun("tests/data/distributed/ranks_failing.py", env={"RANKS_FAILING_MODE": "collect"})
-    out = proc.stdout + proc.stderr
+    proc = run_torchrun("tests/data/distributed/ranks_failing.py", env={"RANKS_FAILING_MODE": "collect"})
+    out = proc.output
     assert proc.returncode != 0
     assert "collected other cases than rank" in out and "failing/extra" in out
     assert "benchmark 'failing'" not in out  # nothing was measured
@@ -154,11 +141,11 @@ def test_ddp_and_fsdp_steps_with_bytes_per_param_per_rank(tmp_path):
     """FSDP's 2 ranks each hold half of the 16 bytes per parameter that one rank (and DDP with gradient views)
     holds; the scaling efficiency divides by the local reference measured earlier in the same run."""
     out = tmp_path / "t.json"
-    proc = _torchrun("bench/test_train_step_distributed.py", "--benchmark-only", "--bench-profile", "quick",
-                     "-k", "(local and not accum) or bucket-view or (fsdp and not bf16 and not reshard)",
-                     f"--benchmark-json={out}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    run = json.loads(out.read_text())
+    proc = run_torchrun("bench/test_train_step_distributed.py", "--benchmark-only", "--bench-profile", "quick",
+                        "-k", "(local and not accum) or bucket-view or (fsdp and not bf16 and not reshard)",
+                        json_path=out)
+    assert proc.returncode == 0, proc.tail()
+    run = proc.json
     found = {b["params"]["lever"] + "/" + b["params"]["strategy"]: b["extra_info"] for b in run["benchmarks"]}
     unsupported = dist_train_step.fsdp_unsupported(torch.device("cpu"))  # torch 2.6: FSDP2 cannot run on a CPU
     if unsupported:

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from functools import cache
@@ -52,17 +51,13 @@ from suites.checks.steps import (
     StepPlan,
 )
 from suites.core.precision import DTYPES
+from tests.runs import call_in_process, run_python, start_python
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "gpu_check_cpu"
 GPU_ONLY = CheckStep("gpu_only", "", {"cuda": StepPlan(Estimate(10, ""))})
 BOTH = CheckStep("both", "", {"cuda": StepPlan(Estimate(100, "")), "cpu": StepPlan(Estimate(30, ""))})
 PYTEST_PLANS = [(step.name, device) for step in STEPS for device, p in step.plans.items() if p.pytest_args]
-
-
-def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "suites.gpu_check", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 # --- the plan and the budget ------------------------------------------------------------------------------------
@@ -109,7 +104,7 @@ def test_what_users_need_runs_first_and_fits_a_first_session_of_420_s():
 def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
     out = tmp_path / "never"
     for device in ("cuda", "cpu"):
-        proc = run_cli("--plan", "--device", device, "--budget-s", "420", "--out", str(out))
+        proc = call_in_process(gpu_check.main, "--plan", "--device", device, "--budget-s", "420", "--out", str(out))
         assert proc.returncode == 0, proc.stderr
         for name in STEP_NAMES:
             assert name in proc.stdout
@@ -117,7 +112,7 @@ def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
         assert f"{scheduled} of {len(STEPS)} steps scheduled on {device}" in proc.stdout
         assert "the estimate rests on" in proc.stdout
     assert not out.exists()
-    default = run_cli("--plan", "--device", "cuda")
+    default = call_in_process(gpu_check.main, "--plan", "--device", "cuda")
     assert f"{len(STEPS)} of {len(STEPS)} steps scheduled on cuda" in default.stdout
 
 
@@ -396,7 +391,8 @@ def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
 def test_outside_a_checkout_the_check_says_it_needs_one(tmp_path, monkeypatch):
     for package in ("suites", "reports"):  # the packages alone, as an installed copy would be
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
-    proc = run_cli("--device", "cpu", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    proc = run_python("-m", "suites.gpu_check", "--device", "cpu", "--out", str(tmp_path / "out"), cwd=tmp_path,
+                      timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: gpu_check runs the bench files and tools of a checkout")
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -438,9 +434,8 @@ def wait_for(condition, timeout_s: float) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; the parent-death signal is Linux's")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_stopping_or_killing_the_check_ends_its_running_step(how, tmp_path):
-    check = subprocess.Popen([sys.executable, "-m", "suites.gpu_check", "--device", "cpu", "--only", "train_step",
-                              "--progress-s", "1", "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    check = start_python("-m", "suites.gpu_check", "--device", "cpu", "--only", "train_step", "--progress-s", "1",
+                         "--out", str(tmp_path))
     try:
         assert wait_for(lambda: children(check.pid), 60), "the step never started"
         [step] = children(check.pid)
@@ -470,9 +465,8 @@ def test_a_budgeted_cpu_run_streams_its_rows_skips_with_reasons_and_reads_nothin
     (tmp_path / "rows.jsonl").write_text('{"check": "stale"}\n')
     only = "preflight,matmul,numerics,train_step,attention_do_bench"
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "suites.gpu_check", "--device", "cpu", "--budget-s", "60",
-                             "--only", only, "--progress-s", "2", "--out", str(tmp_path)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_python("-m", "suites.gpu_check", "--device", "cpu", "--budget-s", "60", "--only", only,
+                        "--progress-s", "2", "--out", str(tmp_path))
     arrivals = [(time.perf_counter() - start, line) for line in proc.stdout]
     proc.wait()
     assert time.perf_counter() - start < 70

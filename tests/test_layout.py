@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.runs import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,11 +74,26 @@ def test_no_import_cycles():
         visit(name, [])
 
 
+def starts_processes(path: Path) -> bool:
+    """Whether the file calls subprocess (`subprocess.run(...)`, or a name imported from it); naming its types in
+    annotations does not count."""
+    tree = ast.parse(path.read_text())
+    imported = any(isinstance(n, ast.ImportFrom) and n.module == "subprocess" for n in ast.walk(tree))
+    return imported or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                           isinstance(n.func.value, ast.Name) and n.func.value.id == "subprocess"
+                           for n in ast.walk(tree))
+
+
+def test_tests_start_commands_only_through_the_runs_helper():
+    starting = sorted(p.name for p in (ROOT / "tests").glob("*.py") if p.name != "runs.py" and starts_processes(p))
+    assert not starting, f"{starting} start processes themselves: start commands with tests/runs.py"
+
+
 def test_the_plugin_and_its_options_import_nothing_heavy():
     """The plugin is registered in every pytest run of an environment that installs the project, so importing it
     (and declaring its options) must not import torch or the numeric stack (suites/harness/__init__.py)."""
     code = ("import sys, suites.harness.pytest_plugin, suites.harness.options; "
             "print(sorted({'torch', 'numpy', 'pandas', 'scipy', 'pytest_benchmark'} & set(sys.modules)))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_python("-c", code, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"

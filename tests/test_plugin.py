@@ -1,36 +1,16 @@
 """End to end: pytest on bench/ writes device-time samples as pytest-benchmark stats, and reports reads them."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from suites.core.timing import rel_iqr
+from tests.runs import run_pytest_in_process, run_reports_in_process
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
+slow = pytest.mark.slow  # reads the quick run of tests/conftest.py
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("run") / "quick.json"
-    proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-profile", "quick",
-                   "--bench-dtypes", "float32,bfloat16,float16,tf32", "-k", "square", f"--benchmark-json={out}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"path": out, "json": json.loads(out.read_text()), "stdout": proc.stdout}
-
-
-pytestmark = pytest.mark.slow
-
-
+@slow
 def test_stats_are_the_measured_samples(quick_run):
     for bench in quick_run["json"]["benchmarks"]:
         data = bench["stats"]["data"]
@@ -41,18 +21,21 @@ def test_stats_are_the_measured_samples(quick_run):
         assert bench["extra_info"]["timer"] == bench["options"]["timer"] == "wall"
 
 
+@slow
 def test_every_dtype_in_every_align_class_with_throughput(quick_run):
     seen = {(b["params"]["dtype"], b["params"]["align"]) for b in quick_run["json"]["benchmarks"]
             if b["extra_info"]["tflops"] > 0 and b["group"] == "matmul"}
     assert seen == {(d, a) for d in ("float32", "bfloat16", "float16") for a in ("64", "8", "odd")}
 
 
+@slow
 def test_unsupported_cases_are_recorded_with_their_reason(quick_run):
     skipped = quick_run["json"]["not_measured"]
     assert {s["params"]["dtype"] for s in skipped} == {"tf32"}
     assert all(s["extra_info"]["status"] == "unsupported" and s["extra_info"]["reason"] for s in skipped)
 
 
+@slow
 def test_machine_info_names_the_device(quick_run):
     info = quick_run["json"]["machine_info"]
     assert info["bench_device"] == "cpu"
@@ -60,9 +43,9 @@ def test_machine_info_names_the_device(quick_run):
     assert info["cpu_info"]["torch_threads"] >= 1
 
 
+@slow
 def test_reports_table_reads_the_run(quick_run):
-    proc = subprocess.run([sys.executable, "-m", "reports", "table", str(quick_run["path"]), "--markdown"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = run_reports_in_process("table", str(quick_run["path"]), "--markdown")
     assert proc.returncode == 0, proc.stderr
     assert "## matmul on" in proc.stdout
     assert "bfloat16" in proc.stdout and "odd" in proc.stdout
@@ -70,14 +53,14 @@ def test_reports_table_reads_the_run(quick_run):
 
 
 def test_unknown_dtype_is_a_usage_error_listing_valid_names():
-    proc = _pytest("bench/test_matmul.py", "--bench-dtypes", "nonsense", "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--bench-dtypes", "nonsense", "--collect-only")
     assert proc.returncode == 4
     assert "unknown nonsense" in proc.stderr and "bfloat16" in proc.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
 def test_cuda_without_a_gpu_is_an_error_not_an_all_skip():
-    proc = _pytest("bench/test_matmul.py", "--device", "cuda", "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--device", "cuda", "--collect-only")
     assert proc.returncode == 4
     assert "no CUDA device" in proc.stderr
 
@@ -86,8 +69,7 @@ def test_cuda_without_a_gpu_is_an_error_not_an_all_skip():
 def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    proc = subprocess.run([sys.executable, "-m", "reports", "table", str(bad)], cwd=ROOT, capture_output=True,
-                          text=True)
+    proc = run_reports_in_process("table", str(bad))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and str(bad) in proc.stderr
 
@@ -98,6 +80,6 @@ def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
                                     ["--bench-telemetry-interval-ms", "nan"], ["--bench-telemetry-interval-ms", "-1"],
                                     ["--bench-rounds", "0"]])
 def test_options_that_cannot_be_right_are_usage_errors(option):
-    proc = _pytest("bench/test_matmul.py", "--collect-only", *option)
-    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = run_pytest_in_process("bench/test_matmul.py", "--collect-only", *option)
+    assert proc.returncode == 4, proc.tail(2000)
     assert "Traceback" not in proc.stderr and option[0] in proc.stderr + proc.stdout

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import numpy as np
 import pytest
 
 from suites.core.timing import rel_iqr
+from tests.runs import Run, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -103,10 +102,9 @@ def host(tmp_path: Path, **files: str) -> Path:
     return repo
 
 
-def run(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def run(repo: Path, *args: str) -> Run:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no addopts, no forced plugins
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", *args], cwd=repo,
-                          capture_output=True, text=True, timeout=600, env=env)
+    return run_python("-m", "pytest", "-p", "no:cacheprovider", "-rs", *args, cwd=repo, env=env, inherit_env=False)
 
 
 def saved_runs(repo: Path) -> list[Path]:

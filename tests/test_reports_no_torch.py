@@ -8,16 +8,13 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import re
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from tests.resultfiles import RUN_A, RUN_B
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.runs import ROOT, run_python
 
 SCRIPT = textwrap.dedent("""
     import importlib, pkgutil, sys
@@ -42,8 +39,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_reports_never_imports_torch(tmp_path):
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(RUN_A), str(RUN_B), str(tmp_path / "html")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_python("-c", SCRIPT, str(RUN_A), str(RUN_B), str(tmp_path / "html"), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "codes: [0, 0, 0, 0, 0]" in result.stdout
     modules = int(result.stdout.split("modules:")[1].split()[0])

@@ -44,14 +44,18 @@ from pytest_benchmark.utils import get_machine_id
 
 from suites.harness import results
 from suites.harness.journal import Journal, JournalBusy
-from tests.test_results_file import QUICK, ROOT, _journal_lines, _reports, _run
+from tests.runs import ROOT, Run, run_command, run_pytest, run_reports_in_process, start, start_pytest, start_python
+from tests.test_results_file import _journal_lines, _quick
 
 ROUNDS = ["-k", "square and float32", "--bench-rounds", "3"]
 
 
-def _popen(*args: str, cwd: Path = ROOT, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, *QUICK, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, **kwargs)
+def _run(*args: str) -> Run:
+    return run_pytest(*_quick(*args))
+
+
+def _popen(*args: str, **kwargs) -> subprocess.Popen:
+    return start_pytest(*_quick(*args), **kwargs)
 
 
 def _wait_for_lines(proc: subprocess.Popen, journal: Path, lines: int) -> None:
@@ -69,7 +73,7 @@ def _journal_cases(journal: Path) -> list[str]:
 
 
 def _table_devices(path: Path) -> list[str]:
-    table = _reports("table", str(path))
+    table = run_reports_in_process("table", str(path))
     assert table.returncode == 0, table.stderr
     return re.findall(r"^## \w+ on (.+)$", table.stdout, re.M)
 
@@ -83,12 +87,11 @@ def small_disk(tmp_path):
         pytest.skip("needs root to mount a 1 MiB tmpfs (the RLIMIT_FSIZE test covers any user)")
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
-                             text=True)
+    mounted = run_command(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)])
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    run_command(["umount", "-l", str(disk)])
 
 
 def _fill(disk: Path) -> Path:
@@ -116,7 +119,7 @@ def _assert_stopped_cleanly(proc: subprocess.Popen, log: str, journal: Path, why
     assert len(set(cases)) == int(said.group(1) or said.group(2)) >= 1
     passed = re.search(r"(\d+) passed", log)
     assert (int(passed.group(1)) if passed else 0) < 7  # -k float32 selects 7: the rest never ran
-    table = _reports("table", str(journal))
+    table = run_reports_in_process("table", str(journal))
     assert table.returncode == 0 and "warning" not in table.stderr, table.stderr
     return cases
 
@@ -175,7 +178,7 @@ def _journal_in_a_process(journal: Path, then: str) -> subprocess.Popen:
             "j.add({'benchmarks': {'fullname': 'a', 'extra_info': {'case': 'a'}}})\n"
             "print('ready', flush=True)\n"
             + ("time.sleep(600)\n" if then == "wait" else "os.kill(os.getpid(), signal.SIGKILL)\n"))
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = start_python("-c", code, output="stdout")
     assert proc.stdout.readline() == "ready\n"
     return proc
 
@@ -268,7 +271,7 @@ def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_o
     folder = storage / get_machine_id()
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
         ["0001_nightly.json.journal", "0002_other.json", "0003_nightly.json"]
-    table = _reports("table", str(storage))
+    table = run_reports_in_process("table", str(storage))
     assert table.returncode == 0 and "skipped" not in table.stderr, table.stdout + table.stderr
 
 
@@ -365,7 +368,7 @@ def test_sigterm_during_the_earlier_rounds_keeps_every_case_they_measured(tmp_pa
     assert len(kept) >= 2 and all(b["stats"]["rounds"] == len(b["stats"]["data"]) > 0 for b in kept)
     assert all(b["extra_info"]["round_medians_s"][-1] == pytest.approx(b["stats"]["median"]) for b in kept)
     assert f"{len(kept)} more kept from their earlier rounds" in data["incomplete_reason"]
-    table = _reports("table", str(out))
+    table = run_reports_in_process("table", str(out))
     assert table.returncode == 0 and len(re.findall(r"^float32 ", table.stdout, re.M)) == len(kept), table.stdout
 
 
@@ -378,7 +381,7 @@ def test_sigkill_during_the_earlier_rounds_leaves_them_in_the_journal(tmp_path):
     proc.communicate(timeout=60)
     lines = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
     assert [line["round"] for line in lines[:4]] == [1, 1, 1, 2]
-    table = _reports("table", str(journal))
+    table = run_reports_in_process("table", str(journal))
     assert table.returncode == 0 and len(re.findall(r"^float32 ", table.stdout, re.M)) == 3, table.stdout
 
 
@@ -413,8 +416,7 @@ def test_the_nightly_workflow_keeps_a_killed_runs_journal_as_its_history_entry(t
            "GITHUB_OUTPUT": str(tmp_path / "outputs"), "SHIM_PID": str(tmp_path / "pid")}
     (tmp_path / "history" / "runs").mkdir(parents=True)
     _, bench = _workflow_step("Run the full suite")
-    step = subprocess.Popen(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", bench], cwd=work, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    step = start(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", bench], cwd=work, env=env)
     _wait_for_lines(step, work / "results" / "nightly.json.journal", 2)
     os.kill(int((tmp_path / "pid").read_text()), signal.SIGKILL)
     log = step.communicate(timeout=120)[0]
@@ -425,10 +427,9 @@ def test_the_nightly_workflow_keeps_a_killed_runs_journal_as_its_history_entry(t
 
     condition, keep = _workflow_step("Keep as history entry")
     assert condition.startswith("always()")  # it runs after the failure or cancellation of the run step
-    kept = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", keep], cwd=work, env=env,
-                          capture_output=True, text=True)
+    kept = run_command(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", keep], cwd=work, env=env)
     assert kept.returncode == 0, kept.stdout + kept.stderr
     entry = next((tmp_path / "history" / "runs").iterdir())
     assert entry.name.endswith("_0123456789.json.journal")
-    history = _reports("table", str(tmp_path / "history" / "runs"))
+    history = run_reports_in_process("table", str(tmp_path / "history" / "runs"))
     assert history.returncode == 0 and "float32" in history.stdout, history.stderr

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,19 +11,12 @@ import pytest
 
 from suites.harness.results import write_atomically
 from tests.resultfiles import RUN_A
-
-ROOT = Path(__file__).resolve().parents[1]
-QUICK = ["-m", "pytest", "-p", "no:cacheprovider", "-q", "bench/test_matmul.py", "--benchmark-only", "--device",
-         "cpu", "--bench-profile", "quick"]
+from tests.runs import ROOT, bench_args, run_pytest, run_pytest_in_process, run_reports_in_process, start_pytest
 
 
-def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *QUICK, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
-
-
-def _reports(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+def _quick(*args: str) -> list[str]:
+    """A quick benchmark run of the matmul suite on this CPU."""
+    return bench_args("bench/test_matmul.py", "--bench-profile", "quick", *args)
 
 
 def _journal_lines(path: Path) -> int:
@@ -42,8 +32,7 @@ def test_a_run_killed_part_way_keeps_its_finished_cases_marked_incomplete(signum
     """Kill a real quick run once two cases are journaled; the file holds them, says so, and fails the gate."""
     out = tmp_path / "cut.json"
     journal = tmp_path / "cut.json.journal"
-    proc = subprocess.Popen([sys.executable, *QUICK, "--bench-dtypes", "float32,float16", f"--benchmark-json={out}"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_pytest(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"))
     deadline = time.monotonic() + 300
     while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # header + two cases on disk
@@ -57,7 +46,7 @@ def test_a_run_killed_part_way_keeps_its_finished_cases_marked_incomplete(signum
     assert all(len(b["stats"]["data"]) == b["stats"]["rounds"] > 0 for b in data["benchmarks"])
     assert not journal.exists()  # the final file holds everything the journal did
 
-    gate = _reports("compare", str(RUN_A), str(out), "--fail-on-regression", "--allow-different-devices")
+    gate = run_reports_in_process("compare", str(RUN_A), str(out), "--fail-on-regression", "--allow-different-devices")
     assert gate.returncode == 1, gate.stdout + gate.stderr
     assert "gate failed: the candidate run is incomplete" in gate.stdout
     assert "Not measured (run incomplete)" in gate.stdout and "Removed" not in gate.stdout
@@ -68,8 +57,7 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
     """SIGKILL cannot be caught: what survives is the journal, one fsync'ed line per finished case."""
     out = tmp_path / "killed.json"
     journal = tmp_path / "killed.json.journal"
-    proc = subprocess.Popen([sys.executable, *QUICK, "--bench-dtypes", "float32,float16", f"--benchmark-json={out}"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_pytest(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"), output="discard")
     deadline = time.monotonic() + 300
     while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -80,13 +68,15 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
              if '"benchmarks"' in line]
     assert len(cases) >= 2
 
-    table = _reports("table", str(journal))
+    table = run_reports_in_process("table", str(journal))
     assert table.returncode == 0, table.stderr
     assert "matmul on" in table.stdout and "256x256x256" in table.stdout
-    gate = _reports("compare", str(RUN_A), str(journal), "--fail-on-regression", "--allow-different-devices")
+    gate = run_reports_in_process("compare", str(RUN_A), str(journal), "--fail-on-regression",
+                                  "--allow-different-devices")
     assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
 
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")  # the journal's results are moved aside, kept
+    # the journal's results are moved aside, kept; this run measures, so it has its own process
+    again = run_pytest(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
     assert again.returncode == 0 and f"note: {journal} held the cases of an earlier run" in again.stdout
     assert _journal_lines(next(tmp_path.glob("killed.unfinished-*.json.journal"))) == len(cases) + 1
 
@@ -94,16 +84,15 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
 @pytest.mark.slow
 def test_a_run_of_only_unsupported_cases_still_writes_its_file(tmp_path):
     out = tmp_path / "tf32.json"
-    proc = _run("--bench-dtypes", "tf32", "-k", "square", f"--benchmark-json={out}")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = run_pytest_in_process(*_quick("--bench-dtypes", "tf32", "-k", "square", f"--benchmark-json={out}"))
+    assert proc.returncode == 0, proc.tail(2000)
     data = json.loads(out.read_text())
     assert data["benchmarks"] == [] and "incomplete" not in data
     assert {e["extra_info"]["status"] for e in data["not_measured"]} == {"unsupported"}
-    table = _reports("table", str(out))
+    table = run_reports_in_process("table", str(out))
     assert table.returncode == 0 and "unsupported (3 cases)" in table.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("where", ["storage_is_a_file", "dot_benchmarks_is_a_file", "json_into_missing_folder",
                                    "json_onto_a_folder"])
 def test_an_unusable_output_location_stops_the_run_before_the_first_case(where, tmp_path):
@@ -117,9 +106,8 @@ def test_an_unusable_output_location_stops_the_run_before_the_first_case(where, 
     }[where]
     if where == "dot_benchmarks_is_a_file":
         (tmp_path / ".benchmarks").write_text("not a folder")
-    proc = subprocess.run([sys.executable, *QUICK, "-k", "square and float32", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = run_pytest_in_process(*_quick("-k", "square and float32", *args), cwd=cwd)
+    assert proc.returncode == 4, proc.tail(2000)
     assert "passed" not in proc.stdout and "Traceback" not in proc.stderr
     assert "error" in proc.stderr.lower()
 

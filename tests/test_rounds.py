@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +14,7 @@ from suites.harness.rounds import ROUND_RULES, in_rounds, round_order
 from suites.harness.session import BenchSession
 from suites.ops import matmul
 from suites.training import numerics
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.runs import run_bench, run_pytest_in_process
 
 
 @pytest.mark.parametrize("rounds", [2, 3, 5])
@@ -39,17 +35,11 @@ def test_a_round_is_shorter_than_the_profiles_measurement():
         assert per_round.min_time_s < rule.min_time_s and per_round.timeout_s < rule.timeout_s
 
 
-def _pytest(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
 def test_rounds_are_recorded_and_the_autosave_name_is_pytest_benchmarks_tag(tmp_path):
-    proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-profile", "quick",
-                   "--bench-dtypes", "float32", "-k", "square and 256x256", "--bench-rounds", "2",
-                   f"--benchmark-storage=file://{tmp_path}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = run_bench("bench/test_matmul.py", "--bench-profile", "quick", "--bench-dtypes", "float32", "-k",
+                     "square and 256x256", "--bench-rounds", "2", f"--benchmark-storage=file://{tmp_path}")
+    assert proc.returncode == 0, proc.tail()
     assert "bench round 1/2: 1 cases" in proc.stdout
     (saved,) = tmp_path.rglob("*.json")
     assert re.fullmatch(r"0001_[0-9a-f]{40}_\d{8}_\d{6}(_uncommitt?ed-changes)?\.json", saved.name), saved.name
@@ -65,8 +55,8 @@ def test_rounds_are_recorded_and_the_autosave_name_is_pytest_benchmarks_tag(tmp_
 
 
 def test_zero_rounds_is_a_usage_error():
-    proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", "0",
-                   "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", "0",
+                                 "--collect-only")
     assert proc.returncode == 4 and "--bench-rounds 0: expected a number of rounds >= 1" in proc.stderr
 
 

@@ -1,13 +1,9 @@
 """NVML telemetry: throttle decoding, energy windows and summaries over sample values, the sampler thread, and the
 'absent with the reason, once' path that a machine without NVML takes."""
 
-import json
-import subprocess
-import sys
 import threading
 import time
 import warnings
-from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
@@ -34,8 +30,8 @@ from suites.observers.telemetry import (
     window_energy,
 )
 from suites.ops import matmul
+from tests.runs import run_pytest_in_process
 
-ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
 SMALL = matmul.make_case(matmul.Shape("square", 64, 64, 64), "float32")
@@ -251,28 +247,19 @@ def test_a_failing_block_stops_the_sampler_and_records_nothing():
     assert not any(t.name == "nvml-sampler" for t in threading.enumerate())
 
 
-def _pytest(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
-def test_a_run_records_why_telemetry_is_absent(tmp_path):
-    out = tmp_path / "run.json"
-    proc = _pytest("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "-k", "square",
-                   "--bench-dtypes", "float32", f"--benchmark-json={out}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    run = json.loads(out.read_text())
+def test_a_run_records_why_telemetry_is_absent(quick_run):
+    run = quick_run["json"]
     info = run["machine_info"]["telemetry"]
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path; a GPU run records telemetry")
     assert info["available"] is False and info["reason"]
-    assert proc.stdout.count("TelemetryUnavailable") == 1
+    assert quick_run["stdout"].count("TelemetryUnavailable") == 1
     assert all("telemetry" not in b["extra_info"] for b in run["benchmarks"])
 
 
 def test_negative_interval_is_a_usage_error():
-    proc = _pytest("bench/test_matmul.py", "--bench-telemetry-interval-ms", "-5", "--collect-only")
+    proc = run_pytest_in_process("bench/test_matmul.py", "--bench-telemetry-interval-ms", "-5", "--collect-only")
     assert proc.returncode == 4 and "--bench-telemetry-interval-ms -5" in proc.stderr
 
 

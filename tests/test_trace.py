@@ -11,8 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +22,16 @@ from reports.trace import jsonstream as trace_json
 from reports.trace.events import KERNEL, read_trace
 from reports.trace.kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
 from reports.trace.summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
+from tests.runs import Run, run_reports
 
-REPO = Path(__file__).resolve().parents[1]
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces not found at {TRACES}")
 SHARED = sorted(TRACES.glob("*.json.gz")) if TRACES.is_dir() else []
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str) -> Run:
     """`python -m reports trace ...` in a fresh interpreter, as a user runs it."""
-    command = [sys.executable, "-m", "reports", "trace", *args]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    return run_reports("trace", *args, timeout=120)
 
 
 # --- a hand-made trace with known overlaps -------------------------------------------------------------------
@@ -373,7 +370,7 @@ def test_host_figures_on_real_traces() -> None:
 # --- broken input ------------------------------------------------------------------------------------------
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], path: Path) -> None:
+def assert_one_line_error(result: Run, path: Path) -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()

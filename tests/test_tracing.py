@@ -3,8 +3,6 @@ summarizer reads, and a trace that cannot be taken is recorded without failing t
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +13,8 @@ from suites.core.runner import execute
 from suites.core.timing import StopRule
 from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
 from suites.ops import matmul
+from tests.runs import run_bench, run_reports_in_process
 
-ROOT = Path(__file__).resolve().parents[1]
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
 
 
@@ -30,13 +28,10 @@ def test_trace_file_is_named_after_the_case_id():
 def traced_run(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("traced")
     out, traces = tmp / "run.json", tmp / "traces"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "bench/test_matmul.py", "--benchmark-only",
-         "--device", "cpu", "-k", "square/256x256x256", "--bench-dtypes", "float32,bfloat16", "--trace-dir",
-         str(traces), f"--benchmark-json={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"json": json.loads(out.read_text()), "traces": traces}
+    proc = run_bench("bench/test_matmul.py", "-k", "square/256x256x256", "--bench-dtypes", "float32,bfloat16",
+                     "--trace-dir", str(traces), json_path=out)
+    assert proc.returncode == 0, proc.tail()
+    return {"json": proc.json, "traces": traces}
 
 
 @pytest.mark.slow
@@ -61,8 +56,7 @@ def test_summary_of_a_cpu_trace_says_it_has_no_gpu_events(traced_run):
         summary = bench["extra_info"]["trace_summary"]
         assert summary["devices"] == [] and "no GPU events" in summary["message"]
         assert len(summary["steps"]) == ACTIVE
-    proc = subprocess.run([sys.executable, "-m", "reports", "trace", "--json",
-                           *(b["extra_info"]["trace"] for b in benchmarks)], cwd=ROOT, capture_output=True, text=True)
+    proc = run_reports_in_process("trace", "--json", *(b["extra_info"]["trace"] for b in benchmarks))
     assert proc.returncode == 0, proc.stderr
     assert [f["message"] for f in json.loads(proc.stdout)["files"]] == \
         [b["extra_info"]["trace_summary"]["message"] for b in benchmarks]

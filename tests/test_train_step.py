@@ -1,9 +1,5 @@
 """The recipe's step, the memory budget, and the train_step cases, on the CPU."""
 
-import json
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -14,6 +10,7 @@ from suites.training import memory_budget, param_bytes, recipe, train_step
 from suites.training.data import token_batch, token_batches
 from suites.training.models import GPT, GPTConfig
 from suites.training.recipe import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
+from tests.runs import run_bench
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=2, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
@@ -180,12 +177,10 @@ def test_a_cnn_case_with_dataloader_workers_runs():
 @pytest.mark.slow
 def test_bench_file_writes_the_fields_to_the_json(tmp_path):
     out = tmp_path / "ts.json"
-    cmd = [sys.executable, "-m", "pytest", "bench/test_train_step.py", "--benchmark-only", "--device", "cpu",
-           "--bench-profile", "quick", "-q", "-p", "no:cacheprovider", "-k", "baseline or tf32-eager",
-           f"--benchmark-json={out}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    data = json.loads(out.read_text())
+    proc = run_bench("bench/test_train_step.py", "--bench-profile", "quick", "-k", "baseline or tf32-eager",
+                     json_path=out, timeout=300)
+    assert proc.returncode == 0, proc.tail(2000)
+    data = proc.json
     measured = {b["params"]["lever"] + "/" + b["params"]["model"]: b for b in data["benchmarks"]}
     gpt = next(b for b in data["benchmarks"] if "vocab" in b["params"])
     assert gpt["group"] == "train_step" and gpt["extra_info"]["status"] == "ok"

@@ -1,10 +1,6 @@
 """A user's own model through the training-step levers: batches and outputs of every kind, and each failure."""
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +12,7 @@ from suites.training import advise
 from suites.training.recipe import split_batch
 from suites.training.user_model import ModelError, UserModel, enable_checkpointing, load
 from tests import user_models
+from tests.runs import run_bench, run_reports_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -184,19 +181,15 @@ def test_levers(case, run_case):
 def test_a_users_bench_file_runs_under_pytest_and_reports_read_it(tmp_path):
     (tmp_path / "bench_mine.py").write_text(BENCH)
     out = tmp_path / "run.json"
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "bench_mine.py",  # no -p: the installed entry point
-                           "--benchmark-only", "--bench-device", "cpu", "-k", "baseline or fp32 or channels_last", "-q",
-                           "-p", "no:cacheprovider", f"--benchmark-json={out}"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads(out.read_text())
+    # no -p: the plugin comes from the installed entry point
+    proc = run_bench("bench_mine.py", "-k", "baseline or fp32 or channels_last", json_path=out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.tail()
+    data = proc.json
     assert {b["extra_info"]["case"] for b in data["benchmarks"]} == {
         "train_step/mlp/baseline/amp_bf16-eager", "train_step/mlp/precision/fp32"}
     assert all(b["group"] == "train_step" and b["stats"]["rounds"] > 0 for b in data["benchmarks"])
     assert [n["extra_info"]["status"] for n in data["not_measured"]] == ["unsupported"]
-    table = subprocess.run([sys.executable, "-m", "reports", "table", str(out)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+    table = run_reports_in_process("table", str(out))
     assert table.returncode == 0 and "mlp" in table.stdout, table.stderr
 
 
