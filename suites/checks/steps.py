@@ -11,7 +11,8 @@ the profile's rule, cold torch.compile graphs, fixed work) and says so in `rests
 holds every `cases` to the number of cases its selection really collects. The CUDA figures are reasoned from
 the full profile's rule and the sizes of each case, not yet measured on a GPU: every step's row gives its wall
 time beside its estimate, so the first run on a GPU corrects them. The CPU figures were measured on the 2-core
-development box under load.
+development box under load (load average about 5) and kept so, so that a busy CI machine fits them: on the quiet
+box the whole CPU check ran in 51 s against 158 s estimated (`python -m suites.gpu_check --device cpu`).
 
 A selection (`-k`) names cases by their ids; tests/test_gpu_check.py collects every selection of both plans
 with pytest and checks that it holds what its readers look up (`Reader.gaps`).

@@ -12,7 +12,6 @@ the suite's options alone pays nothing for them.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from dataclasses import dataclass, field
@@ -85,13 +84,14 @@ def add_options(parser: pytest.Parser) -> None:
 
 def add_legacy_spellings(parser: pytest.Parser) -> None:
     """The spellings this repository's bench/ had before the options were namespaced (`--device` for
-    `--bench-device`, ...), as aliases: same destination, no default of their own. For this repository's root
+    `--bench-device`, ...), as aliases: same destination and default. (A default of SUPPRESS would break where
+    this runs before the plugin's own options, as with PYTEST_DISABLE_PLUGIN_AUTOLOAD: pytest stores the first
+    default it sees, and argparse then converts that string with the option's type.) For this repository's root
     conftest.py only: a host repository may define `--device` itself."""
     group = parser.getgroup(*GROUP)
     for option in OPTIONS:
         if option.legacy:
-            group.addoption(option.legacy, **{**option.kwargs, "default": argparse.SUPPRESS,
-                                              "help": f"the same as {option.name}"})
+            group.addoption(option.legacy, **{**option.kwargs, "help": f"the same as {option.name}"})
 
 
 def given(config: pytest.Config, dest: str) -> bool:
