@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from suites.core import achievable
+from suites.core import achievable, profiles
 from suites.core.cases import Case, Unsupported
 from suites.core.runner import CaseResult
 from suites.core.timing import Measurement, StopRule
@@ -194,7 +194,7 @@ def test_a_search_cut_by_its_total_is_searched_again_next_run(tmp_path):
     small = achievable.SearchPlan((64, 128), 32, 32, 0.5, (2**20,), 0.2, RULE)
     again: list[str] = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(achievable.PLANS, ("cpu", "quick"), small)
+        patch.setitem(profiles.rules("quick").search, "cpu", small)
         found = achievable.obtain(CPU, "quick", tmp_path, dtypes=["float32"], log=again.append)
     assert found.source == "searched" and found.flops["float32"].value > 0
     assert again[0].startswith("achievable peaks: searching float32") and again[-1].startswith("achievable peaks: "
@@ -258,7 +258,7 @@ def test_obtain_serves_the_dtypes_the_cache_holds_without_searching(tmp_path):
 
 
 def _result(case: Case, status: str = "ok") -> CaseResult:
-    return CaseResult(case, status, measurement=Measurement([1.0], "wall", 1, True, 0.0, 2, False))
+    return CaseResult(case, status, measurement=Measurement([1.0], "wall", 1, "target", StopRule(), 2))
 
 
 def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():

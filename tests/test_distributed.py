@@ -1,13 +1,16 @@
 """Distributed runs: nccl-tests' bandwidth formulas, the lockstep stopping rule, and real torchrun runs with gloo
 on this CPU (collectives, a rank whose build fails, a rank that fails or hangs inside the timed loop)."""
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from suites.core.cases import Unsupported
-from suites.core.timing import QUICK, measure
+from suites.core.profiles import rules
+from suites.core.timing import Measurement, measure
 from suites.distributed import collectives
 from suites.distributed import train_step as dist_train_step
 from suites.harness import distributed
@@ -31,16 +34,60 @@ def test_unknown_collective_is_an_error():
         collectives.bus_factor("gather", 2)
 
 
+class Barriers:
+    """Counts the barriers; a CPU case has no hold to agree on."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def before_sample(self) -> None:
+        self.log.append(1)
+
+    def agree(self, seconds: float) -> float:
+        raise AssertionError("a CPU case has no stream hold")
+
+
 @pytest.mark.parametrize("work", [lambda: None, lambda: torch.randn(300, 300) @ torch.randn(300, 300)],
                          ids=["instant", "matmul"])
 def test_lockstep_rule_takes_the_same_number_of_calls_whatever_the_timing(work):
     """Collectives inside the workload must be called as often on every rank: 2 warm-up calls, 1 call per
     sample, exactly `samples` samples, however fast or noisy the calls are."""
     calls, barriers = [], []
-    m = measure(lambda: calls.append(work()), torch.device("cpu"), distributed.lockstep_rule(QUICK, 7),
-                before_sample=lambda: barriers.append(1))
-    assert (len(m.samples_s), m.calls_per_sample, m.warmup_calls) == (7, 1, 2)
+    m = measure(lambda: calls.append(work()), torch.device("cpu"), rules("quick").stop.counted(7),
+                ranks=Barriers(barriers))
+    assert (len(m.samples_s), m.calls_per_sample, m.warmup_calls, m.stop_reason) == (7, 1, 2, "count")
     assert (len(calls), len(barriers)) == (9, 7)
+
+
+def _agree_and_reduce(rank: int, init: str, out: str) -> None:
+    """One of two gloo ranks: offer a hold, then reduce four samples (rank 1 slower on the last two)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        world = distributed.World(rank, 2, rank, 2, 1, "gloo", ("h", "h"))
+        lockstep = distributed.RankLockstep(world, torch.device("cpu"))
+        hold = lockstep.agree([1e-4, 3e-3][rank])
+        rule = rules("quick").stop.counted(4)
+        mine = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 2.0]][rank]
+        m = lockstep.reduce(Measurement(mine, "cuda_event", 1, "count", rule))
+        Path(out, f"{rank}.json").write_text(json.dumps({"hold": hold, "samples": m.samples_s,
+                                                         "reason": m.stop_reason, "converged": m.converged,
+                                                         "own": lockstep.own_median_s}))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ranks_agree_on_the_longest_hold_and_keep_the_slowest_samples(tmp_path):
+    """Two real gloo ranks: the hold every rank uses is the longest planned, and sample i is the slowest rank's;
+    the count stop stays `count` and is judged on the slowest samples against the target."""
+    torch.multiprocessing.spawn(_agree_and_reduce, args=(f"file://{tmp_path}/rendezvous", str(tmp_path)), nprocs=2)
+    ranks = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
+    for r in ranks:
+        assert r["hold"] == 3e-3 and r["samples"] == [1.0, 1.0, 2.0, 2.0] and r["reason"] == "count"
+        assert r["converged"] is False  # the slowest samples spread by 67 %, past quick's 5 % target
+    assert [r["own"] for r in ranks] == [1.0, 1.5]
 
 
 def test_without_a_process_group_the_cases_say_how_to_launch():
@@ -92,7 +139,7 @@ def test_the_figure_is_the_slowest_ranks(collectives_run):
     bandwidths follow from that median and the message size."""
     for b in collectives_run["json"]["benchmarks"]:
         info, median = b["extra_info"], b["stats"]["median"]
-        assert len(b["stats"]["data"]) == distributed.SAMPLES["quick"]
+        assert len(b["stats"]["data"]) == rules("quick").lockstep_samples and info["stop_reason"] == "count"
         assert median >= max(info["rank_median_s"]) * (1 - 1e-9)
         algbw = info["message_bytes"] / median / 1e9
         assert info["algbw_gbps"] == pytest.approx(algbw)

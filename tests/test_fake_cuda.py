@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from suites.core import achievable, gemm
+from suites.core import achievable, gemm, profiles
 from suites.core.cases import Unsupported
 from suites.ops import matmul
 
@@ -71,7 +71,7 @@ class Clock:
 def test_the_float8_search_on_cuda_tries_only_shapes_torch_accepts(profile):
     """The CUDA plans' grid and refinement steps are multiples of 16: every float8 shape the search tries must be
     one _scaled_mm takes, or the search silently loses points (a refused shape counts as 0 FLOP/s)."""
-    plan = achievable.PLANS[("cuda", profile)]
+    plan = profiles.search_plan("cuda", profile)
     clock, refused, tried = Clock(), [], []
 
     def rate(shape):  # the real float8 gemm on fake CUDA tensors, and a hill of rates for the search to climb

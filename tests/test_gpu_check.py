@@ -50,6 +50,7 @@ from suites.checks.steps import (
     Estimate,
     StepPlan,
 )
+from suites.core import profiles
 from suites.core.precision import DTYPES
 from tests.runs import call_in_process, run_python, start_python
 
@@ -356,7 +357,7 @@ def test_searched_peaks_are_held_below_the_datasheet_and_a_missing_dtype_fails()
     peaks = achievable.Peaks(flops={"bfloat16": found, "float8_e4m3fn": achievable.Found(2e15, "x", "s", 3, 20.0)},
                              missing={"float16": "no float16 gemm of the grid fits"})
     plan_ = matmul_rows.search_plan("cuda")
-    assert plan_.gemm_budget_s == 20.0 and plan_.sizes == achievable.PLANS[("cuda", "full")].sizes
+    assert plan_.gemm_budget_s == 20.0 and plan_.sizes == profiles.search_plan("cuda", "full").sizes
     rows = list(matmul_rows.peak_rows(peaks, {"bfloat16": {"value": 989e12}, "float8_e4m3fn": {"value": 1979e12},
                                               "bandwidth": {"value": None}}, plan_))
     assert [r.ok for r in rows] == [True, False, False]  # 81 % of the sheet; above it; none found

@@ -74,6 +74,19 @@ def test_no_import_cycles():
         visit(name, [])
 
 
+def _stop_rules_written(path: Path) -> int:
+    calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)]
+    return sum(isinstance(c.func, ast.Name) and c.func.id == "StopRule" for c in calls)
+
+
+def test_every_stop_rule_is_written_in_the_profile_module():
+    """suites/core/__init__: a measurement rule is a profile's (or a named one), in suites/core/profiles.py."""
+    home = {ROOT / "suites" / "core" / "profiles.py", ROOT / "suites" / "core" / "timing.py"}
+    found = {module_name(p) if p.is_relative_to(ROOT / "suites") else str(p.relative_to(ROOT)): _stop_rules_written(p)
+             for top in ("suites", "bench", "tools") for p in (ROOT / top).rglob("*.py") if p not in home}
+    assert {name: n for name, n in found.items() if n} == {}
+
+
 def starts_processes(path: Path) -> bool:
     """Whether the file calls subprocess (`subprocess.run(...)`, or a name imported from it); naming its types in
     annotations does not count."""

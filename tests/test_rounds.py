@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from suites.core.timing import RULES
-from suites.harness.rounds import ROUND_RULES, in_rounds, round_order
-from suites.harness.session import BenchSession
+from suites.core.profiles import RULES, Profile
+from suites.core.timing import rel_iqr
+from suites.harness.rounds import MAX_ROUNDS, earlier_measurements, in_rounds, measure_rounds, merge, round_order
+from suites.harness.session import BenchSession, measure_once
 from suites.ops import matmul
 from suites.training import numerics
 from tests.runs import run_bench, run_pytest_in_process
@@ -30,9 +31,8 @@ def test_every_round_is_a_permutation_and_positions_vary(rounds, count):
 
 
 def test_a_round_is_shorter_than_the_profiles_measurement():
-    for profile, rule in RULES.items():
-        per_round = ROUND_RULES[profile]
-        assert per_round.min_time_s < rule.min_time_s and per_round.timeout_s < rule.timeout_s
+    for rules in RULES.values():
+        assert rules.round.min_time_s < rules.stop.min_time_s and rules.round.timeout_s < rules.stop.timeout_s
 
 
 @pytest.mark.slow
@@ -47,22 +47,45 @@ def test_rounds_are_recorded_and_the_autosave_name_is_pytest_benchmarks_tag(tmp_
     (bench,) = data["benchmarks"]
     info = bench["extra_info"]
     assert info["bench_rounds"] == 2 and len(info["round_medians_s"]) == 2 and info["rounds_converged"] <= 2
-    # the JSON's stats are pytest's round, the last one
-    assert info["round_medians_s"][-1] == pytest.approx(float(np.median(bench["stats"]["data"])))
+    # the JSON's stats are every round's samples, in the order the rounds ran: the headline is all rounds'
+    samples = bench["stats"]["data"]
+    assert len(samples) == sum(info["round_samples"])
+    split = np.split(np.array(samples), np.cumsum(info["round_samples"])[:-1])
+    assert [float(np.median(part)) for part in split] == pytest.approx(info["round_medians_s"], rel=1e-12)
+    assert info["device_s"] == pytest.approx(bench["stats"]["median"]) == pytest.approx(float(np.median(samples)))
+    assert info["rel_iqr"] == pytest.approx(rel_iqr(samples))
     assert data["machine_info"]["identity"]["machine"].endswith(
         f"({data['machine_info']['cpu_info']['torch_threads']} thread"
         f"{'s' if data['machine_info']['cpu_info']['torch_threads'] != 1 else ''})")
 
 
-def test_zero_rounds_is_a_usage_error():
-    proc = run_pytest_in_process("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds", "0",
-                                 "--collect-only")
-    assert proc.returncode == 4 and "--bench-rounds 0: expected a number of rounds >= 1" in proc.stderr
+@pytest.mark.parametrize("rounds", ["0", "1000"])
+def test_a_number_of_rounds_out_of_range_is_a_usage_error(rounds):
+    proc = run_pytest_in_process("bench/test_matmul.py", "--benchmark-only", "--device", "cpu", "--bench-rounds",
+                                 rounds, "--collect-only")
+    assert proc.returncode == 4, proc.tail()
+    assert f"--bench-rounds {rounds}: expected 1 to {MAX_ROUNDS} rounds" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_speed_cases_are_measured_in_rounds_and_correctness_experiments_once():
     session = BenchSession(torch.device("cpu"), "quick", None, rounds=3)
     (gemm, *_), (experiment, *_) = matmul.cases("quick"), numerics.cases("quick")
-    assert in_rounds(gemm) and session.rule(gemm) == ROUND_RULES["quick"]
-    assert not in_rounds(experiment) and session.rule(experiment) == RULES["quick"]
-    assert BenchSession(torch.device("cpu"), "full", None).rule(gemm) == RULES["full"]
+    assert in_rounds(gemm) and session.rule(gemm) == RULES[Profile.QUICK].round
+    assert not in_rounds(experiment) and session.rule(experiment) == RULES[Profile.QUICK].stop
+    assert BenchSession(torch.device("cpu"), "full", None).rule(gemm) == RULES[Profile.FULL].stop
+
+
+def test_each_round_pools_the_rounds_before_it():
+    """Round r's result pools rounds 1..r, so a run stopped in the earlier rounds keeps a headline of all of them,
+    and pytest's round gets each round's own measurement once."""
+    session = BenchSession(torch.device("cpu"), "quick", None, rounds=3)
+    case = matmul.make_case(matmul.Shape("square", 16, 16, 16), "float32")
+    log = measure_rounds([case], 3, lambda c, earlier: measure_once(session, c, earlier), report=lambda _: None)
+    first, second = log.results[case.id]
+    assert first.measurement.rounds == [] and second.measurement.rounds[0] is first.measurement
+    own = second.measurement.rounds[1]
+    assert second.measurement.samples_s == first.measurement.samples_s + own.samples_s
+    assert second.extra_info["device_s"] == second.measurement.median_s
+    assert earlier_measurements(log.results[case.id]) == [first.measurement, own]
+    assert merge(second, [first])["round_medians_s"] == [first.measurement.median_s, own.median_s]

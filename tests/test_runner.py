@@ -1,13 +1,10 @@
 """Running a case: failures become recorded results and the next case still runs."""
 
 import contextlib
-from pathlib import Path
 
 import pytest
 import torch
 
-from reports.trace.events import read_trace
-from reports.trace.summary import summarize_trace
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.runner import (
     DevicePeaks,
@@ -18,8 +15,7 @@ from suites.core.runner import (
     is_oom,
     requested_bytes,
 )
-from suites.core.timing import STOP_REASONS, StopRule
-from suites.observers.busy import busy_seconds_per_call
+from suites.core.timing import STOP_REASONS, Measurement, StopRule, rel_iqr
 from suites.ops import matmul
 
 CPU = torch.device("cpu")
@@ -135,11 +131,28 @@ def test_extensions_add_fields_without_touching_the_measurement():
 
 
 def test_an_op_records_its_device_time_the_hosts_enqueue_time_and_why_sampling_stopped():
-    info = execute(SMALL, CPU, RULE).extra_info
+    result = execute(SMALL, CPU, RULE)
+    info = result.extra_info
     assert info["device_s"] > 0 and 0 < info["enqueue_s"] <= info["device_s"] * 1.01
     assert info["host_bound"] is False  # a CPU runs what it issues: never behind itself
     assert info["stop_reason"] in STOP_REASONS and info["converged"] == (info["stop_reason"] != "timeout")
     assert "step_wall_s" not in info
+    assert isinstance(info["contended"], bool)
+    assert info["contention"]["samples"] == len(result.measurement.samples_s)
+    assert 0 <= info["contention"]["share"] <= 1 and info["contention"]["rule"]
+
+
+def test_a_case_measured_in_rounds_takes_its_figures_from_every_round():
+    """An earlier round of 1 s calls with more samples than this one: the headline (device_s, tflops) is the
+    median of all samples, 1 s, not this round's."""
+    slow = Measurement([1.0] * 1000, "wall", 1, "target", RULE)
+    result = execute(SMALL, CPU, RULE, earlier_rounds=[slow])
+    m, info = result.measurement, result.extra_info
+    assert len(m.rounds) == 2 and m.samples_s == slow.samples_s + m.rounds[1].samples_s
+    assert info["device_s"] == m.median_s == 1.0 > m.rounds[1].median_s
+    assert info["tflops"] == pytest.approx(SMALL.flops / m.median_s / 1e12)
+    assert info["rel_iqr"] == m.rel_iqr == rel_iqr(m.samples_s)
+    assert info["converged"] == (m.rel_iqr <= RULE.plateau_ceiling * RULE.target_rel_iqr)
 
 
 def test_a_check_runs_once_in_its_build_and_is_labelled_so():
@@ -182,14 +195,3 @@ def test_a_figure_above_the_datasheet_peak_is_flagged_with_the_reason():
     below = execute(SMALL, CPU, RULE, DevicePeaks(flops=1e18))
     assert below.extra_info["pct_peak"] < 100 and "tflops_above_peak" not in below.extra_info
 
-
-def test_the_busy_time_of_a_step_comes_from_a_real_trace():
-    trace = Path(__file__).resolve().parents[2] / "shared" / "traces" / "ns_resolution_trace.json.gz"
-    if not trace.exists():
-        pytest.skip(f"{trace} is absent (the shared traces are laid beside the checkout)")
-    summary = summarize_trace(read_trace(trace))
-    busy = busy_seconds_per_call(trace, calls=len(summary.steps))
-    device = summary.devices[0].overall
-    assert 0 < busy * len(summary.steps) * 1e6 == pytest.approx(device.busy_us)
-    assert device.busy_us <= device.span_us
-    assert busy_seconds_per_call(trace.with_name("cpu_only.json.gz")) is None

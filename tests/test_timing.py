@@ -1,19 +1,27 @@
 """The stopping rule and its statistics, and the measurement loop on real CPU work."""
 
 import math
+import random
 import time
 
+import numpy as np
 import pytest
 import torch
 
+from suites.core.profiles import NAMES, rules
 from suites.core.timing import (
     MAX_HOLD_S,
     MIN_HOLD_S,
+    STOP_REASONS,
+    Measurement,
     StopRule,
+    converged,
     lengthen_hold,
     measure,
     plan_hold,
+    pool_rounds,
     rel_iqr,
+    sample_until_stopped,
     stop_reason,
 )
 
@@ -49,6 +57,71 @@ def test_a_spread_that_has_stopped_changing_ends_on_a_plateau_before_the_timeout
     assert stop_reason([*noisy, 1.0, 2.0], 1, 1.0, rule) == "plateau"
 
 
+def test_the_plateau_compares_two_disjoint_windows():
+    """The last window against the one before it, not all samples against all but the last few (two sets that
+    share most of their samples agree whatever the samples are)."""
+    rule = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=0.01, timeout_s=5.0, plateau_window=4)
+    calm_then_noisy = [1.0, 1.001, 1.002, 1.003, 1.0, 1.5, 2.0, 1.2]
+    assert stop_reason(calm_then_noisy, 1, 1.0, rule) is None  # rel-IQR 0.002 before, 0.4 after: not a plateau
+
+
+@pytest.mark.parametrize("profile", NAMES)
+def test_a_noisy_op_stops_on_a_plateau_but_is_not_converged(profile):
+    """Random 0.5-1.5 ms sleeps: a spread near 0.3-0.5 that never nears the target stops early (it has stopped
+    changing) but is not reported as converged."""
+    rng = random.Random(7)
+    m = measure(lambda: time.sleep(rng.uniform(0.5e-3, 1.5e-3)), CPU, rules(profile).stop)
+    assert m.rel_iqr > rules(profile).stop.plateau_ceiling * rules(profile).stop.target_rel_iqr
+    assert not m.converged and m.stop_reason in ("plateau", "timeout")
+    if m.stop_reason == "plateau":
+        assert any("not converged" in note for note in m.notes)
+
+
+def _sampled(noise: float, rule: StopRule, seed: int = 0) -> tuple[str, list[float]]:
+    """Sampling 1 ms calls with uniform relative noise of +-noise, on a virtual clock."""
+    rng, clock = np.random.default_rng(seed), [0.0]
+
+    def sampler():
+        sample = 1e-3 * rng.uniform(1 - noise, 1 + noise)
+        clock[0] += sample
+        return sample, sample
+    out = sample_until_stopped(sampler, 1, rule, lambda: clock[0])
+    return out.reason, out.samples
+
+
+@pytest.mark.parametrize(("noise", "expected"), [(0.015, True), (0.03, False)])
+def test_a_plateau_converges_only_within_its_ceiling(noise, expected):
+    """Under the full rule (1 % target, ceiling 2x): a spread that stops changing at 1.5 % is a power-capped
+    GPU's measurement; one at 3 % is not."""
+    rule = rules("full").stop
+    reason, samples = _sampled(noise, rule)
+    assert reason == "plateau"
+    assert converged(reason, rel_iqr(samples), rule) is expected
+
+
+def test_a_count_takes_exactly_that_many_samples_and_is_judged_on_the_target():
+    rule = rules("quick").stop.counted(12)
+    assert rule.warmup_s == 0.0 and rule.min_sample_s == 0.0
+    reason, samples = _sampled(0.01, rule)
+    assert (reason, len(samples)) == ("count", 12) and "count" in STOP_REASONS
+    assert converged(reason, rel_iqr(samples), rule)  # 1 % against quick's 5 % target
+    reason, samples = _sampled(0.5, rule)
+    assert not converged(reason, rel_iqr(samples), rule)
+
+
+def test_rounds_pool_into_one_measurement_judged_on_all_their_samples():
+    rule = rules("quick").round
+    fast = Measurement([1.0, 1.01, 0.99] * 3, "wall", 1, "target", rule, enqueues_s=[0.98] * 9)
+    slow = Measurement([1.3, 1.31, 1.29] * 3, "wall", 1, "target", rule, enqueues_s=[1.28] * 9)
+    pooled = pool_rounds([fast, slow, slow])
+    assert pooled.samples_s == fast.samples_s + slow.samples_s * 2 and pooled.rounds == [fast, slow, slow]
+    assert pooled.median_s == pytest.approx(1.29)  # the median of all 27 samples, not the last round's 1.3
+    # each sample's enqueue is within its own time: pooled alike, the host of a CPU is never behind itself
+    assert pooled.enqueue_s == 1.28 and pooled.host_bound is False
+    assert fast.converged and slow.converged and not pooled.converged  # rounds 30 % apart: no measurement
+    assert pool_rounds([fast, fast]).converged
+
+
 def test_a_spread_still_moving_runs_to_the_timeout():
     rule = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=0.01, timeout_s=5.0, plateau_window=4)
     widening = [1.0, 1.01, 1.02, 1.05, 1.1, 1.2, 1.4, 1.8]
@@ -79,6 +152,7 @@ def test_measure_times_real_work_and_converges():
 def test_every_sample_records_the_hosts_time_to_issue_its_calls():
     rule = StopRule(min_samples=5, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=5, warmup_s=0.0)
     m = measure(lambda: time.sleep(0.002), CPU, rule, kind="step")
+    assert m.contention is not None and m.contention.info()["samples"] == len(m.samples_s)
     # on a CPU the host runs the call: issuing it is running it, so the host is never slower than the device
     assert 0.002 <= m.enqueue_s <= m.median_s * 1.01 + 1e-4
     assert m.host_bound is False

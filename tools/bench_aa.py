@@ -10,14 +10,19 @@ For contrast, the pairs are also judged as one run each without rounds (pytest's
 
 The goal on a noisy 2-core machine: no A/A pair exits 1, at most 1 case in 50 not `same`, and a 1.25x slowdown
 caught in every pair. Run by hand (several minutes per run on a loaded 2-core machine); the load average
-before and after each run is printed, since other jobs on the machine move the figures.
+before and after each run is printed, since other jobs on the machine move the figures, and so is each run's
+own record of contention (the cases whose samples the host's other work slowed: extra_info `contended`, see
+suites/core/contention.py). `--neighbour` runs one CPU-bound process (a Python busy loop) beside every run, the
+busy host the verdicts must hold on; the A/A rows then also count the verdicts other than `same` that fall on
+cases marked contended in either run.
 
-    python tools/bench_aa.py [--runs 6] [--rounds 3] [--threads 1] [--dir aa-runs] [--reuse]
+    python tools/bench_aa.py [--runs 6] [--rounds 3] [--threads 1] [--dir aa-runs] [--reuse] [--neighbour]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import itertools
 import json
@@ -26,6 +31,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -52,6 +59,36 @@ def make_run(path: Path, rounds: int, dtypes: str, threads: int | None) -> float
     return time.perf_counter() - start
 
 
+@contextlib.contextmanager
+def neighbour(enabled: bool):
+    """One CPU-bound process for the duration of the block (when enabled), ended by its own pid afterwards."""
+    if not enabled:
+        yield None
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def contended_cases(path: Path) -> set[str]:
+    """The cases of a run that recorded `contended` true."""
+    entries = json.loads(path.read_text())["benchmarks"]
+    return {e["extra_info"]["case"] for e in entries if e.get("extra_info", {}).get("contended") is True}
+
+
+def contention_line(path: Path) -> str:
+    """How much of a run the host's other work touched: cases contended, and the median share of samples."""
+    entries = json.loads(path.read_text())["benchmarks"]
+    shares = sorted(e["extra_info"]["contention"]["share"] for e in entries if "contention" in e.get("extra_info", {}))
+    if not shares:
+        return "no contention recorded"
+    return (f"{len(contended_cases(path))} of {len(entries)} cases contended, median share of contended samples "
+            f"{shares[len(shares) // 2]:.2f}, largest {shares[-1]:.2f}")
+
+
 def slowed(data: dict, factor: float) -> dict:
     """A copy of a run with every measured case's times (samples, statistics, round medians) times factor."""
     out = copy.deepcopy(data)
@@ -68,24 +105,39 @@ def slowed(data: dict, factor: float) -> dict:
 
 
 def without_rounds(data: dict) -> dict:
-    """A copy judged as one single-round run: pytest's round only (what compare saw before rounds existed)."""
+    """A copy judged as one single-round run: pytest's round only (what compare saw before rounds existed). The
+    stats of a case measured in rounds are over every round's samples, so they are taken again from the last
+    round's (`round_samples` says which)."""
     out = copy.deepcopy(data)
     for entry in out["benchmarks"]:
-        entry.get("extra_info", {}).pop("round_medians_s", None)
+        info, stats = entry.get("extra_info", {}), entry["stats"]
+        for key in ("round_medians_s", "bench_rounds"):
+            info.pop(key, None)
+        counts = info.pop("round_samples", None)
+        if counts:
+            last = np.array(stats["data"][-counts[-1]:])
+            q1, median, q3 = np.percentile(last, [25, 50, 75])
+            stats.update(data=last.tolist(), rounds=len(last), min=float(last.min()), max=float(last.max()),
+                         mean=float(last.mean()), stddev=float(last.std(ddof=1)) if len(last) > 1 else 0.0,
+                         median=float(median), q1=float(q1), q3=float(q3), iqr=float(q3 - q1))
     return out
 
 
 def row(label: str, base: list[Path], cand: Path) -> dict:
     result = compare(load(base), load([cand]))
-    return {"comparison": label, "exit": int(result.regressed), **{v: result.count(v) for v in VERDICTS}}
+    contended = set().union(*(contended_cases(p) for p in [*base, cand]))
+    off = [v for v in result.verdicts if v.verdict != "same"]
+    return {"comparison": label, "exit": int(result.regressed), **{v: result.count(v) for v in VERDICTS},
+            "not same, contended": sum(v.case in contended for v in off)}
 
 
 def print_rows(title: str, rows: list[dict]) -> None:
+    columns = [*VERDICTS, "not same, contended"]
     print(f"\n{title}")
-    print("| comparison | exit | " + " | ".join(VERDICTS) + " |")
-    print("|---|---|" + "---|" * len(VERDICTS))
+    print("| comparison | exit | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
     for r in rows:
-        print(f"| {r['comparison']} | {r['exit']} | " + " | ".join(str(r[v]) for v in VERDICTS) + " |")
+        print(f"| {r['comparison']} | {r['exit']} | " + " | ".join(str(r[v]) for v in columns) + " |")
 
 
 def main() -> None:
@@ -97,7 +149,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of the runs (default: torch's)")
     parser.add_argument("--dir", default="aa-runs", help="where the runs are written (default: ./aa-runs)")
     parser.add_argument("--reuse", action="store_true", help="use runs already in --dir, make only missing ones")
+    parser.add_argument("--neighbour", action="store_true", help="run one CPU-bound process beside every run")
     args = parser.parse_args()
+    if not 2 <= args.runs <= 100:
+        parser.error(f"--runs {args.runs}: expected 2 to 100 runs (pairs are consecutive runs)")
     outdir = Path(args.dir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = [outdir / f"run{i + 1}.json" for i in range(args.runs)]
@@ -105,9 +160,11 @@ def main() -> None:
         if args.reuse and path.exists() and path.stat().st_size:
             continue
         load_before = os.getloadavg()[0]
-        seconds = make_run(path, args.rounds, args.dtypes, args.threads)
-        print(f"{path}: {seconds:.0f} s, load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after",
-              flush=True)
+        with neighbour(args.neighbour) as busy:
+            seconds = make_run(path, args.rounds, args.dtypes, args.threads)
+        beside = f", beside a CPU-bound neighbour (pid {busy.pid})" if busy else ""
+        print(f"{path}: {seconds:.0f} s{beside}, load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} "
+              f"after; {contention_line(path)}", flush=True)
     cases = len(json.loads(paths[0].read_text())["benchmarks"])
     pairs = list(itertools.pairwise(paths))
     print(f"\n{len(paths)} runs of {cases} measured cases; {len(pairs)} consecutive pairs")

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from suites.core import device as devices
 from suites.core.precision import DTYPES
+from suites.core.profiles import Profile, rules
 from suites.core.runner import execute
-from suites.core.timing import QUICK
 from suites.distributed import collectives
 from suites.harness import distributed
 
@@ -56,9 +56,9 @@ def hand_busbw(nbytes: int, dtype: torch.dtype, device: torch.device, iters: int
 
 def suite_busbw(world: distributed.World, dtype_name: str, nbytes: int, device: torch.device, samples: int) -> float:
     """The suite's figure for the same message: its case, lockstep rule and slowest-rank reduction."""
-    lockstep = distributed.RankLockstep(world, device, QUICK.target_rel_iqr)
+    lockstep = distributed.RankLockstep(world, device)
     case = lockstep.agreed(collectives.case("all_reduce", dtype_name, nbytes))
-    result = lockstep.settle(execute(case, device, distributed.lockstep_rule(QUICK, samples), lockstep=lockstep))
+    result = lockstep.settle(execute(case, device, rules(Profile.QUICK).stop.counted(samples), lockstep=lockstep))
     if result.status != "ok":
         raise SystemExit(f"suite case {case.id}: {result.status}: {result.reason}")
     return result.extra_info["busbw_gbps"]

@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from suites.core import nvml
 from suites.core.cases import Case
-from suites.core.timing import FULL, QUICK, measure
+from suites.core.profiles import Profile, rules
+from suites.core.timing import measure
 from suites.observers.telemetry import DEFAULT_INTERVAL_MS, Sample, Sampler, TelemetryExtension
 from suites.ops import matmul
 
@@ -85,7 +86,7 @@ def sized_case(device: torch.device) -> Case:
     n = 8192
     for _ in range(4):
         case = matmul.make_case(matmul.Shape("square", n, n, n), "bfloat16")
-        seconds = measure(case.build(device).fn, device, QUICK).median_s
+        seconds = measure(case.build(device).fn, device, rules(Profile.QUICK).stop).median_s
         if abs(seconds / KERNEL_S - 1) < 0.1:
             break
         n = max(256, 256 * round(n * (KERNEL_S / seconds) ** (1 / 3) / 256))
@@ -100,9 +101,9 @@ def gpu_cost(interval_ms: float, pairs: int = 3) -> dict:
     ext = TelemetryExtension(device, interval_ms)
     off, on = [], []
     for _ in range(pairs):
-        off.append(measure(workload.fn, device, FULL).median_s)
+        off.append(measure(workload.fn, device, rules(Profile.FULL).stop).median_s)
         with ext.around(case, device) as fields:
-            on.append(measure(workload.fn, device, FULL).median_s)
+            on.append(measure(workload.fn, device, rules(Profile.FULL).stop).median_s)
     off_s, on_s = float(np.median(off)), float(np.median(on))
     return {
         "case": case.id,

@@ -16,13 +16,12 @@ from tabulate import tabulate
 
 from suites.core.cases import Case
 from suites.core.precision import float32_mode
+from suites.core.profiles import CROSSCHECK, NAMES
 from suites.core.timing import StopRule, measure
 from suites.ops import matmul
 
-CROSSCHECK_RULE = StopRule(min_samples=20, min_time_s=1.0, target_rel_iqr=0.02, timeout_s=10.0, warmup_s=0.2)
 
-
-def ours_vs_torch_benchmark(case: Case, device: torch.device, rule: StopRule = CROSSCHECK_RULE,
+def ours_vs_torch_benchmark(case: Case, device: torch.device, rule: StopRule = CROSSCHECK,
                             rounds: int = 3) -> dict:
     """Median per call from our core and from Timer.blocked_autorange, same workload, same process.
 
@@ -41,7 +40,7 @@ def ours_vs_torch_benchmark(case: Case, device: torch.device, rule: StopRule = C
     return {"case": case.id, "ours_s": ours_s, "torch_utils_benchmark_s": theirs_s, "ratio": ours_s / theirs_s}
 
 
-def ours_vs_do_bench(case: Case, device: torch.device, rule: StopRule = CROSSCHECK_RULE) -> dict:
+def ours_vs_do_bench(case: Case, device: torch.device, rule: StopRule = CROSSCHECK) -> dict:
     """Median per call from our core and from triton.testing.do_bench. do_bench flushes L2 before every call,
     so ours is taken cold too (and hot, for the record)."""
     import triton.testing
@@ -59,7 +58,7 @@ def ours_vs_do_bench(case: Case, device: torch.device, rule: StopRule = CROSSCHE
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suites.crosscheck", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
-    parser.add_argument("--profile", default="quick", choices=["quick", "full"])
+    parser.add_argument("--profile", default="quick", choices=NAMES)
     parser.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated (default: float32,bfloat16)")
     parser.add_argument("--threads", type=int, help="torch threads for both timers (default: torch's default)")
     parser.add_argument("--tolerance", type=float, default=0.05, help="allowed |ratio - 1| (default: 0.05)")

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from suites.checks.rows import Row, number, read_step, sourced, status_text
-from suites.core import achievable
+from suites.core import achievable, profiles
 from suites.core import device as devices
 from suites.core.cases import Unsupported
 
@@ -86,8 +86,8 @@ def how_cases_stopped(out: Path, step: str) -> list[Row]:
 def search_plan(device_type: str) -> achievable.SearchPlan:
     """The profile's search plan with the check's shorter budgets."""
     gemm_s, bandwidth_s = SEARCH_BUDGETS_S[device_type]
-    return dataclasses.replace(achievable.PLANS[(device_type, SEARCH_PROFILE[device_type])], gemm_budget_s=gemm_s,
-                               bandwidth_budget_s=bandwidth_s)
+    return dataclasses.replace(profiles.search_plan(device_type, SEARCH_PROFILE[device_type]),
+                               gemm_budget_s=gemm_s, bandwidth_budget_s=bandwidth_s)
 
 
 def peak_rows(peaks: achievable.Peaks, datasheet: dict, plan: achievable.SearchPlan) -> Iterator[Row]:

@@ -17,7 +17,8 @@ import torch
 
 from suites.checks.crosscheck import ours_vs_do_bench, ours_vs_torch_benchmark
 from suites.checks.rows import Row
-from suites.core.timing import FULL, QUICK, measure
+from suites.core.profiles import Profile, rules
+from suites.core.timing import measure
 from suites.ops import matmul
 
 # Without the hold, the GPU waits for the host between kernels and device time comes out equal to the enqueue time;
@@ -30,12 +31,13 @@ CPU_GEMM = matmul.Shape("square", 256, 256, 256)
 def host_bound_rows(device: torch.device) -> list[Row]:
     """The hold keeps a slow host out of device time: a tiny add is host-bound, a big gemm is not."""
     x = torch.randn(256, device=device)
-    tiny = measure(lambda: torch.add(x, 1.0), device, FULL)
+    full = rules(Profile.FULL).stop
+    tiny = measure(lambda: torch.add(x, 1.0), device, full)
     held = (f"device {tiny.median_s * 1e6:.2f} us, enqueue {tiny.enqueue_s * 1e6:.2f} us per call, "
             f"{tiny.calls_per_sample} calls per sample, hold {tiny.hold_s * 1e6:.0f} us, "
             f"{tiny.dropped_samples} samples dropped and retaken")
     gemm = matmul.make_case(CUDA_GEMM, "bfloat16").build(device).fn
-    big = measure(gemm, device, FULL)
+    big = measure(gemm, device, full)
     return [
         Row("timing hold", "tiny add: device time below enqueue time, host_bound", held,
             f"device < {HOST_BOUND_DEVICE_SHARE:g} x enqueue, host_bound",
@@ -53,7 +55,7 @@ def timing_checks(out: Path, device: torch.device) -> Iterator[Row]:
     case = matmul.make_case(CUDA_GEMM if cuda else CPU_GEMM, "bfloat16" if cuda else "float32")
     if cuda:
         yield from host_bound_rows(device)
-    theirs = ours_vs_torch_benchmark(case, device, rule=FULL if cuda else QUICK)
+    theirs = ours_vs_torch_benchmark(case, device, rule=rules(Profile.FULL if cuda else Profile.QUICK).stop)
     yield Row("timing vs torch.utils.benchmark", case.id,
               f"ratio {theirs['ratio']:.3f} (ours {theirs['ours_s'] * 1e6:.1f} us, "
               f"theirs {theirs['torch_utils_benchmark_s'] * 1e6:.1f} us)", "within 5 %" if cuda else "",

@@ -47,39 +47,11 @@ from suites.core import device as devices
 from suites.core import gemm
 from suites.core.cases import Case, Unsupported
 from suites.core.precision import DTYPES, float32_mode
+from suites.core.profiles import MiB, SearchPlan, search_plan, searches_serving
 from suites.core.timing import StopRule, measure
 
 FORMAT = 1  # version of the cache file's layout; a file of another version is searched again
 NOT_SEARCHED = "not searched"  # how a dtype's reason starts when the search's total ran out before it
-
-
-@dataclass(frozen=True)
-class SearchPlan:
-    """What one search covers: cube edges of the coarse grid, refinement steps, budgets, and the stop rule."""
-
-    sizes: tuple[int, ...]
-    step: int  # first refinement step on M, N, K
-    min_step: int  # refinement stops below it; a multiple of 16 (float8 gemms need it)
-    gemm_budget_s: float  # per dtype
-    bandwidth_sizes: tuple[int, ...]  # bytes per array
-    bandwidth_budget_s: float  # for copy and triad together
-    rule: StopRule
-
-
-_QUICK_RULE = StopRule(min_samples=5, min_time_s=0.02, target_rel_iqr=0.03, timeout_s=0.5, warmup_s=0.01)
-_FULL_RULE = StopRule(min_samples=10, min_time_s=0.1, target_rel_iqr=0.01, timeout_s=2.0, warmup_s=0.05)
-MiB, GiB = 2**20, 2**30
-
-# quick on a CPU: seconds in all (the cases' own quick shapes are 256 cubes); full on a GPU: about a minute per
-# dtype over the shapes that fill a large GPU, as mamf-finder's ranges do.
-PLANS: dict[tuple[str, str], SearchPlan] = {
-    ("cpu", "quick"): SearchPlan((128, 256, 384, 512, 768, 1024), 128, 32, 3.5, (64 * MiB,), 2.0, _QUICK_RULE),
-    ("cpu", "full"): SearchPlan((256, 512, 1024, 1536, 2048, 3072), 256, 32, 30.0, (128 * MiB, 512 * MiB), 10.0,
-                          _FULL_RULE),
-    ("cuda", "quick"): SearchPlan((1024, 2048, 4096, 6144, 8192), 512, 128, 10.0, (1 * GiB,), 3.0, _QUICK_RULE),
-    ("cuda", "full"): SearchPlan((1024, 2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384), 1024, 64, 60.0,
-                           (1 * GiB, 4 * GiB), 15.0, _FULL_RULE),
-}
 
 
 @dataclass
@@ -318,7 +290,7 @@ def cache_path(directory: Path, ident: dict, profile: str) -> Path:
 
 def load(directory: Path, ident: dict, profile: str) -> Peaks | None:
     """The cached peaks of this machine: a full search serves both profiles, a quick one only quick runs."""
-    for wanted in ("full",) if profile == "full" else ("full", "quick"):
+    for wanted in searches_serving(profile):
         path = cache_path(directory, ident, wanted)
         try:
             data = json.loads(path.read_text())
@@ -353,7 +325,7 @@ def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
     share, whichever is less, so a dtype that overran (its last shape, its first allocation) shortens the next;
     a dtype for which nothing is left is recorded as missing with that reason.
     """
-    plan = PLANS[(device.type, profile)]
+    plan = search_plan(device.type, profile)
     names = dtypes or list(DTYPES)
     total = total_budget_s(plan, names) if budget_s is None else budget_s
     start = clock()

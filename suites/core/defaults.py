@@ -8,9 +8,25 @@ options default to live here, and the modules that use them import them from her
 from __future__ import annotations
 
 import os
+from enum import Enum
 from pathlib import Path
 
-PROFILES = ("quick", "full")  # one stopping rule each in suites.core.timing.RULES
+
+class Profile(str, Enum):
+    """A profile's name (`--bench-profile`); it compares, hashes and formats as its plain string ("quick" ==
+    Profile.QUICK). What each profile measures with is in suites/core/profiles.py."""
+
+    QUICK = "quick"
+    FULL = "full"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+PROFILES = tuple(p.value for p in Profile)
 TELEMETRY_INTERVAL_MS = 20.0  # NVML sampling interval during a measurement
 DIST_TIMEOUT_S = 300.0  # under torchrun: how long any collective may wait for the other ranks
 NIGHTLY_ROUNDS = 3  # --bench-rounds of the nightly workflow

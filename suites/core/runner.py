@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -20,7 +19,7 @@ import torch
 
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.precision import float32_mode
-from suites.core.timing import Measurement, StopRule, measure
+from suites.core.timing import Measurement, Ranks, StopRule, measure, pool_rounds
 
 
 class Extension:
@@ -38,11 +37,10 @@ class Extension:
         return {}
 
 
-class Lockstep(Protocol):
+class Lockstep(Ranks, Protocol):
     """How the ranks of a distributed run measure one case together: `before_sample` lines them up before each
-    sample (outside the timed window), `reduce` turns this rank's samples into the slowest rank's."""
-
-    def before_sample(self) -> None: ...
+    sample (outside the timed window), `agree` gives them one hold, `reduce` turns this rank's samples into the
+    slowest rank's."""
 
     def reduce(self, m: Measurement) -> Measurement: ...
 
@@ -114,12 +112,13 @@ def throughput_info(case: Case, median_s: float, peak_flops: float | None) -> di
 
 
 def _measurement_info(case: Case, m: Measurement) -> dict:
-    """How the case was timed: the timer, why sampling stopped, and the host's share of the work.
+    """How the case was timed: the timer, why sampling stopped, the host's share of the work, and its load.
 
     An op's `device_s` is its device time per call; a step's `step_wall_s` is the wall time of one step (the
     device-busy time beside it comes from an observer). `enqueue_s` is the host's time to issue one call, and
-    `host_bound` whether that is longer than the call's time (for a step, whether the device sat idle for much of
-    it, decided once the busy time is known: `host_bound_step`)."""
+    `host_bound` whether that is longer than the call's time, absent where nothing compares them (for a step on a
+    GPU it is decided once the busy time is known: `host_bound_step`). `contended` and `contention` say whether
+    other work took the host's CPUs during the samples (suites/core/contention.py)."""
     info = {"timer": m.timer, "stop_reason": m.stop_reason, "calls_per_sample": m.calls_per_sample,
             "warmup_calls": m.warmup_calls, "l2_flush": m.l2_flush}
     if m.stop_reason != "once":
@@ -129,9 +128,13 @@ def _measurement_info(case: Case, m: Measurement) -> dict:
     elif case.kind == "step":
         info["step_wall_s"] = m.median_s
     if m.enqueue_s is not None and case.kind != "check":
-        info |= {"enqueue_s": m.enqueue_s, "host_bound": m.host_bound}
+        info["enqueue_s"] = m.enqueue_s
+        if m.host_bound is not None:
+            info["host_bound"] = m.host_bound
     if m.hold_s is not None:
         info |= {"hold_s": m.hold_s, "dropped_samples": m.dropped_samples}
+    if m.contention is not None:
+        info |= {"contended": m.contention.contended, "contention": m.contention.info()}
     if m.notes:
         info["notes"] = list(m.notes)
     return info
@@ -186,9 +189,11 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
 
 
 def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks | None = None,
-             extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None) -> CaseResult:
+            extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None,
+            earlier_rounds: Sequence[Measurement] = ()) -> CaseResult:
     """Build, measure and check one case; never raises for a failing case, it returns the failure.
-    With `lockstep` (several ranks), every figure derives from the slowest rank's samples."""
+    With `lockstep` (several ranks), every figure derives from the slowest rank's samples; with `earlier_rounds`
+    (`--bench-rounds`), from the samples of every round, these and this one's."""
     workload = None
     peaks = peaks or DevicePeaks()
     try:
@@ -196,9 +201,10 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
             built_at = time.perf_counter()
             workload = case.build(device)
             if case.kind == "check":
-                result = _checked_once(case, workload, device, time.perf_counter() - built_at)
+                result = _checked_once(case, workload, device, time.perf_counter() - built_at, rule)
             else:
-                result = _measure_and_check(case, workload, device, rule, peaks, extensions, lockstep)
+                result = _measure_and_check(case, workload, device, rule, peaks, extensions, lockstep,
+                                            earlier_rounds)
     except Exception as exc:  # the boundary where a failing case becomes a recorded result
         result = _failure(case, device, exc)
     finally:
@@ -218,9 +224,10 @@ class DevicePeaks:
     gbps: float | None = None
 
 
-def _checked_once(case: Case, workload: Workload, device: torch.device, build_s: float) -> CaseResult:
+def _checked_once(case: Case, workload: Workload, device: torch.device, build_s: float,
+                  rule: StopRule) -> CaseResult:
     """A correctness experiment: it ran once, in its build; its wall time is recorded as such, never as a speed."""
-    m = Measurement([build_s], "wall", 1, "once", math.inf, 0, False)
+    m = Measurement([build_s], "wall", 1, "once", rule, device_type=device.type)
     info = _base_info(case, device) | workload.extra_info | _measurement_info(case, m)
     status, reason = check(case, workload, info)
     return CaseResult(case, status, reason, m, info)
@@ -238,16 +245,17 @@ def _prime(workload: Workload, device: torch.device) -> int:
 
 
 def _measure_and_check(case: Case, workload: Workload, device: torch.device, rule: StopRule,
-                       peaks: DevicePeaks, extensions: Sequence[Extension],
-                       lockstep: Lockstep | None = None) -> CaseResult:
+                       peaks: DevicePeaks, extensions: Sequence[Extension], lockstep: Lockstep | None = None,
+                       earlier_rounds: Sequence[Measurement] = ()) -> CaseResult:
     info = _base_info(case, device) | workload.extra_info
     baseline = _prime(workload, device)
     with contextlib.ExitStack() as stack:
         observed = [stack.enter_context(ext.around(case, device)) for ext in extensions]
-        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph, kind=case.kind,
-                    before_sample=lockstep.before_sample if lockstep else None)
+        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph, kind=case.kind, ranks=lockstep)
         if lockstep is not None:
             m = lockstep.reduce(m)
+    if earlier_rounds:
+        m = pool_rounds([*earlier_rounds, m])
     for fields in observed:
         info |= fields
     if device.type == "cuda":

@@ -7,40 +7,58 @@ Three kinds of case are timed three ways (`Case.kind`):
   start event until the host has enqueued every call of the sample, as nvbench's blocking kernel does: the hold
   is sized from the enqueue time measured in warm-up, and every sample checks that it held (the start event must
   still be pending once the host has enqueued the end event). A sample where the hold ran out is dropped and the
-  hold lengthened, so a slow host never shows up as device time. On a CPU the same loop runs on the wall clock.
+  hold lengthened, so a slow host never shows up as device time. An op whose enqueue itself waits on the device
+  (a host sync inside, `.item()`) outlasts every hold: after `WAIT_CONFIRMATIONS` such samples in a row, or one
+  at the longest hold, it is timed on the wall clock instead, with a note. On a CPU the same loop runs on the
+  wall clock.
 - `step` (a training step): the wall time of `reps` steps between two synchronizations, host overheads, syncs
   and launch gaps included, since that is what a user's loop takes; device-busy time is measured beside it by an
   observer (suites/observers/busy.py).
 - `check` (a correctness experiment): run once by the runner and never sampled here.
 
 Every sample also records the host's time to enqueue its calls (`enqueue_s` per call), so each case says whether
-the host or the device is the bottleneck (`host_bound`: enqueueing a call takes longer than running it).
+the host or the device is the bottleneck (`host_bound`: enqueueing a call takes longer than running it; unknown,
+None, where nothing compares the two: a step or an op timed on the wall clock of a GPU). Every sample is also
+probed for a busy host (suites/core/contention.py).
 
 Stopping (nvbench's rules, plus its "the noise has stopped changing" exit): at least `min_samples` samples and
 `min_time_s` of measured time, then stop when the relative interquartile range is at `target_rel_iqr` (`target`),
-or when it has moved by less than `plateau_tol` of itself over the last `plateau_window` samples (`plateau`: the
-spread is what it is, more samples would not shrink it; a power-capped gemm or a host-bound op ends here), or at
-`timeout_s` (`timeout`). `converged` is true for `target` and `plateau`.
+or when the spreads of the last `plateau_window` samples and of the `plateau_window` before them, two disjoint
+windows, differ by less than `plateau_tol` of the larger (`plateau`: the spread is what it is, more samples would
+not shrink it; a power-capped gemm or a host-bound op ends here), or at `timeout_s` (`timeout`). A rule with a
+`count` takes exactly that many samples and stops with `count` (ranks in lockstep). `converged`: the spread met
+the target (`target`; `count` with a rel-IQR at the target), or stopped changing near it (`plateau` with a rel-IQR
+within `plateau_ceiling` times the target); a plateau farther out stops early but stays unconverged, with a note.
+
+The clocks and the CUDA primitives used (the host clock, synchronize, the spin, events, the L2 flush, graph
+capture) come from a `Backend`, torch's by default, so that a model of stream and event semantics can stand in
+for a GPU in tests (tests/virtual_gpu.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from suites.core import contention as host_load
+
+STOP_REASONS = ("target", "plateau", "timeout", "once", "count")
+
 
 @dataclass(frozen=True)
 class StopRule:
-    """When to stop sampling. The full profile's defaults follow nvbench (10 samples, 0.5 s, 15 s timeout); the
-    1 % rel-IQR target is what event-timed kernels of a millisecond or more reach on a quiet GPU (about 0.75 %
-    relative standard deviation for normal noise, nvbench's default max noise being 0.5 %), and the plateau exit
-    ends the cases that cannot reach it well before the timeout."""
+    """When to stop sampling. The defaults follow nvbench (10 samples, 0.5 s, 15 s timeout); the 1 % rel-IQR
+    target is what event-timed kernels of a millisecond or more reach on a quiet GPU (about 0.75 % relative
+    standard deviation for normal noise, nvbench's default max noise being 0.5 %), and the plateau exit ends the
+    cases that cannot reach it well before the timeout. The profiles' rules are in suites/core/profiles.py."""
 
     min_samples: int = 10
     min_time_s: float = 0.5
@@ -51,17 +69,54 @@ class StopRule:
     min_sample_s: float = 1e-3  # shorter calls are batched so that one sample lasts at least this long
     plateau_window: int = 20
     plateau_tol: float = 0.05
+    # A plateau is converged only within this multiple of the target: a spread that stopped changing at twice the
+    # target is what a power-capped GPU gives; one at 30 times it (random host delays) is not a measurement.
+    plateau_ceiling: float = 2.0
+    count: int | None = None  # exactly this many samples, whatever their spread (ranks in lockstep)
+
+    def counted(self, samples: int) -> StopRule:
+        """A rule every rank stops at together: two warm-up calls, one call per sample, exactly `samples`."""
+        return dataclasses.replace(self, count=samples, warmup_s=0.0, min_sample_s=0.0)
 
 
-QUICK = StopRule(min_samples=5, min_time_s=0.05, target_rel_iqr=0.05, timeout_s=2.0, warmup_s=0.02, plateau_window=5)
-FULL = StopRule()
-RULES = {"quick": QUICK, "full": FULL}
-STOP_REASONS = ("target", "plateau", "timeout", "once")
+def rel_iqr(samples: Sequence[float]) -> float:
+    """Interquartile range over median; inf for fewer than two samples (nothing is known about the spread)."""
+    if len(samples) < 2:
+        return math.inf
+    q1, med, q3 = np.percentile(samples, [25, 50, 75])
+    return float((q3 - q1) / med) if med > 0 else math.inf
 
-MIN_HOLD_S = 20e-6  # the shortest hold: the launch latency of the start event itself
-HOLD_MARGIN = 1.5  # the hold is this many times the enqueue time measured (host jitter)
-MAX_HOLD_S = 0.5  # a hold never grows past this; a sample that still outlasts it is kept with a note
-MAX_HOLD_RETRIES = 8
+
+def plateaued(samples: Sequence[float], window: int, tol: float) -> bool:
+    """Whether the spread of the last `window` samples and that of the `window` before them agree within `tol`
+    of the larger: two disjoint windows, so that the comparison is not of almost the same samples twice."""
+    if len(samples) < 2 * window:
+        return False
+    recent, before = rel_iqr(samples[-window:]), rel_iqr(samples[-2 * window:-window])
+    return math.isfinite(recent) and math.isfinite(before) and abs(recent - before) <= tol * max(recent, before)
+
+
+def stop_reason(samples: Sequence[float], calls_per_sample: int, elapsed_s: float, rule: StopRule) -> str | None:
+    """Why sampling stops after this sample (`target`, `plateau`, `timeout`, `count`), or None to go on."""
+    if rule.count is not None:
+        return "count" if len(samples) >= rule.count else None
+    enough = len(samples) >= rule.min_samples and sum(samples) * calls_per_sample >= rule.min_time_s
+    if enough:
+        if rel_iqr(samples) <= rule.target_rel_iqr:
+            return "target"
+        if plateaued(samples, rule.plateau_window, rule.plateau_tol):
+            return "plateau"
+    if elapsed_s >= rule.timeout_s or len(samples) >= rule.max_samples:
+        return "timeout"
+    return None
+
+
+def converged(reason: str, spread: float, rule: StopRule, pooled: bool = False) -> bool:
+    """Whether a spread is a measurement: at the target, or (a plateau, or rounds pooled, whose spread includes
+    their moves from round to round) within `plateau_ceiling` of it."""
+    if pooled or reason == "plateau":
+        return spread <= rule.plateau_ceiling * rule.target_rel_iqr
+    return reason in ("target", "count") and spread <= rule.target_rel_iqr
 
 
 @dataclass
@@ -71,57 +126,153 @@ class Measurement:
     samples_s: list[float]
     timer: str  # cuda_event, cuda_graph or wall
     calls_per_sample: int
-    stop_reason: str  # target, plateau, timeout, once
-    rel_iqr: float
-    warmup_calls: int
-    l2_flush: bool
-    enqueue_s: float | None = None  # median host time to enqueue one call
+    stop_reason: str  # one of STOP_REASONS
+    rule: StopRule  # what judged it
+    warmup_calls: int = 0
+    l2_flush: bool = False
+    device_type: str = "cpu"
+    enqueues_s: list[float] = field(default_factory=list)  # per sample: host time to enqueue one call
     hold_s: float | None = None  # CUDA ops: how long the stream was held before each sample's start event
     dropped_samples: int = 0  # CUDA ops: samples whose hold ran out before the host had enqueued them
     notes: list[str] = field(default_factory=list)
+    contention: host_load.Contention | None = None
+    rounds: list[Measurement] = field(default_factory=list)  # when pooled: each round's own measurement
 
     @property
     def median_s(self) -> float:
         return float(np.median(self.samples_s))
 
     @property
+    def enqueue_s(self) -> float | None:
+        """The median host time to enqueue one call (None when no sample recorded it)."""
+        return float(np.median(self.enqueues_s)) if self.enqueues_s else None
+
+    @property
+    def rel_iqr(self) -> float:
+        return rel_iqr(self.samples_s)
+
+    @property
     def converged(self) -> bool:
-        return self.stop_reason in ("target", "plateau")
+        return converged(self.stop_reason, self.rel_iqr, self.rule, pooled=bool(self.rounds))
 
     @property
     def host_bound(self) -> bool | None:
         """Whether the host needs longer to enqueue a call than the device needs to run it (a loop of these calls
-        would leave the device idle). On a CPU the host is the device: both times are the same work, never more."""
-        return None if self.enqueue_s is None else self.enqueue_s > self.median_s
+        would leave the device idle). On a CPU the host is the device: both times are the same work, never more.
+        On a GPU only device time compares with enqueue time: a wall-clock sample there holds both (None)."""
+        if self.enqueue_s is None or (self.device_type == "cuda" and self.timer == "wall"):
+            return None
+        return self.device_type == "cuda" and self.enqueue_s > self.median_s
 
 
-def rel_iqr(samples: list[float]) -> float:
-    """Interquartile range over median; inf for fewer than two samples (nothing is known about the spread)."""
-    if len(samples) < 2:
-        return math.inf
-    q1, med, q3 = np.percentile(samples, [25, 50, 75])
-    return float((q3 - q1) / med) if med > 0 else math.inf
+def pool_rounds(rounds: Sequence[Measurement]) -> Measurement:
+    """One measurement of a case from every round's samples (in the order they ran), as its headline figure:
+    the spread and `converged` are those of all of them, `stop_reason` and the timer those of the last round."""
+    loads = [m.contention for m in rounds if m.contention is not None]
+    return dataclasses.replace(
+        rounds[-1], samples_s=[s for m in rounds for s in m.samples_s], rounds=list(rounds),
+        enqueues_s=[e for m in rounds for e in m.enqueues_s],
+        dropped_samples=sum(m.dropped_samples for m in rounds),
+        notes=list(dict.fromkeys(note for m in rounds for note in m.notes)),
+        contention=host_load.pooled(loads) if loads else None)
 
 
-def stop_reason(samples: list[float], calls_per_sample: int, elapsed_s: float, rule: StopRule) -> str | None:
-    """Why sampling stops after this sample (`target`, `plateau`, `timeout`), or None to go on."""
-    enough = len(samples) >= rule.min_samples and sum(samples) * calls_per_sample >= rule.min_time_s
-    if enough:
-        spread = rel_iqr(samples)
-        if spread <= rule.target_rel_iqr:
-            return "target"
-        if len(samples) >= rule.min_samples + rule.plateau_window:
-            before = rel_iqr(samples[:-rule.plateau_window])
-            if math.isfinite(spread) and abs(spread - before) <= rule.plateau_tol * spread:
-                return "plateau"
-    if elapsed_s >= rule.timeout_s or len(samples) >= rule.max_samples:
-        return "timeout"
-    return None
+class Event(Protocol):
+    """A CUDA event with timing (torch.cuda.Event's methods that the sampler uses)."""
+
+    def record(self) -> None: ...
+
+    def query(self) -> bool: ...
+
+    def synchronize(self) -> None: ...
+
+    def elapsed_time(self, end: Event) -> float: ...  # milliseconds
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+class Backend(Protocol):
+    """The clocks and CUDA primitives timing relies on: the host clock, synchronize, the stream-holding spin,
+    events, the L2 flush, graph capture. `TorchBackend` is the real one; a model of their semantics stands in
+    for a GPU in tests."""
+
+    def now(self) -> float: ...  # host seconds
+
+    def synchronize(self) -> None: ...
+
+    def spin_hz(self) -> float: ...  # the clock at which `sleep` cycles are counted: at least the real SM clock
+
+    def sleep(self, cycles: int) -> None: ...  # enqueue a kernel that spins for `cycles`
+
+    def event(self) -> Event: ...
+
+    def l2_flush(self) -> Callable[[], None]: ...  # enqueues a write that evicts the L2
+
+    def capture_graph(self, fn: Callable[[], object], reps: int) -> Callable[[], None]: ...
+
+
+# The fastest SM clock any CUDA GPU runs at. _sleep spins for clock cycles; converting seconds at a clock at least
+# as high as the real one makes the hold at least as long as asked, whatever the clock does under a power cap.
+_FASTEST_CLOCK_HZ = 3.0e9
+
+
+class TorchBackend:
+    """torch.cuda on a CUDA device, the host clock alone on a CPU (where only `now` and `synchronize` are used)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def spin_hz(self) -> float:
+        clock_khz = getattr(torch.cuda.get_device_properties(self.device), "clock_rate", 0)
+        return clock_khz * 1e3 if clock_khz else _FASTEST_CLOCK_HZ
+
+    def sleep(self, cycles: int) -> None:
+        torch.cuda._sleep(cycles)
+
+    def event(self) -> Event:
+        return torch.cuda.Event(enable_timing=True)
+
+    def l2_flush(self) -> Callable[[], None]:
+        """Evicts the GPU's L2 by writing a buffer twice its size (random values: a memset of zeros may be
+        compressed by the memory system)."""
+        l2_bytes = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or 64 * 2**20
+        buffer = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=self.device)
+        return lambda: buffer.random_(0, 256)
+
+    def capture_graph(self, fn: Callable[[], object], reps: int) -> Callable[[], None]:
+        """A CUDA graph of `reps` back-to-back calls; replaying it removes per-launch CPU overhead."""
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(reps):
+                fn()
+        return graph.replay
+
+
+class Ranks(Protocol):
+    """Ranks of a distributed run measuring one case together (suites/harness/distributed.py)."""
+
+    def before_sample(self) -> None: ...  # lines the ranks up, outside the timed window
+
+    def agree(self, seconds: float) -> float: ...  # the largest value any rank offers (every rank's hold)
+
+
+MIN_HOLD_S = 20e-6  # the shortest hold: the launch latency of the start event itself
+HOLD_MARGIN = 1.5  # the hold is this many times the enqueue time measured (host jitter)
+MAX_HOLD_S = 0.5  # a hold never grows past this; a sample that still outlasts it is kept with a note
+MAX_HOLD_RETRIES = 8
+# Samples in a row whose hold ran out although each hold was at least twice the last enqueue time: a slow host
+# does not double its time three times running, an enqueue that waits for the device (a sync inside) always does.
+WAIT_CONFIRMATIONS = 3
 
 
 @dataclass(frozen=True)
@@ -133,30 +284,19 @@ class WarmUp:
     enqueue_s: float
 
 
-def warm_up(fn: Callable[[], object], device: torch.device, warmup_s: float) -> WarmUp:
+def warm_up(fn: Callable[[], object], backend: Backend, warmup_s: float) -> WarmUp:
     """Run `fn` for at least `warmup_s` (and twice: the first call pays for lazy init); the last call's figures
     size the batches and the hold."""
-    calls, start = 0, time.perf_counter()
+    calls, start = 0, backend.now()
     while True:
-        t0 = time.perf_counter()
+        t0 = backend.now()
         fn()
-        t1 = time.perf_counter()
-        _synchronize(device)
-        t2 = time.perf_counter()
+        t1 = backend.now()
+        backend.synchronize()
+        t2 = backend.now()
         calls += 1
         if calls >= 2 and t2 - start >= warmup_s:
             return WarmUp(calls, t2 - t0, t1 - t0)
-
-
-class L2Flush:
-    """Evicts the GPU's L2 by writing a buffer twice its size, outside the timed window (cold cases)."""
-
-    def __init__(self, device: torch.device) -> None:
-        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * 2**20
-        self.buffer = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=device)
-
-    def __call__(self) -> None:
-        self.buffer.random_(0, 256)  # random values: a memset of zeros may be compressed by the memory system
 
 
 def plan_hold(enqueue_per_call_s: float, reps: int) -> float:
@@ -169,30 +309,9 @@ def lengthen_hold(hold_s: float, enqueue_s: float) -> float:
     return min(MAX_HOLD_S, max(2 * hold_s, 2 * enqueue_s))
 
 
-# The fastest SM clock any CUDA GPU runs at. _sleep spins for clock cycles; converting seconds at a clock at least
-# as high as the real one makes the hold at least as long as asked, whatever the clock does under a power cap.
-_FASTEST_CLOCK_HZ = 3.0e9
-
-
-def _spin_cycles(device: torch.device, seconds: float) -> int:
-    """Cycles for `torch.cuda._sleep` to hold the stream for at least `seconds`."""
-    clock_khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0)
-    hz = clock_khz * 1e3 if clock_khz else _FASTEST_CLOCK_HZ
+def spin_cycles(hz: float, seconds: float) -> int:
+    """Cycles for the spin kernel to hold the stream for at least `seconds` at a clock of at most `hz`."""
     return max(1, int(hz * seconds))
-
-
-def _capture_graph(fn: Callable[[], object], reps: int, device: torch.device) -> Callable[[], None]:
-    """A CUDA graph of `reps` back-to-back calls; replaying it removes per-launch CPU overhead for short kernels."""
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    return graph.replay
 
 
 def _repeat(fn: Callable[[], object], reps: int) -> Callable[[], None]:
@@ -206,116 +325,171 @@ def _repeat(fn: Callable[[], object], reps: int) -> Callable[[], None]:
 Sample = tuple[float, float] | None
 
 
+class EnqueueWaitsOnDevice(Exception):
+    """The host's enqueue of a sample outlasted every hold: it waits for the device (a host sync inside)."""
+
+
 class HeldSampler:
     """CUDA events around `reps` calls, the stream held by a spin kernel until the host has enqueued them all."""
 
-    def __init__(self, run: Callable[[], None], device: torch.device, reps: int, flush: L2Flush | None,
-                 hold_s: float, may_drop: bool = True) -> None:
-        self.run, self.device, self.reps, self.flush, self.hold_s = run, device, reps, flush, hold_s
-        self.may_drop = may_drop  # ranks in lockstep keep every sample: a drop would call fn once more on one rank
-        self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        self.dropped, self.retries, self.notes = 0, 0, []
+    def __init__(self, run: Callable[[], None], backend: Backend, reps: int, flush: Callable[[], None] | None,
+                 hold_s: float, fixed_hold: bool = False) -> None:
+        self.run, self.backend, self.reps, self.flush, self.hold_s = run, backend, reps, flush, hold_s
+        # ranks in lockstep keep every sample and one agreed hold: a drop would call fn once more on one rank,
+        # and a hold of its own would let its collectives start apart from the others'
+        self.fixed_hold = fixed_hold
+        self.start, self.end = backend.event(), backend.event()
+        self.dropped, self.retries, self.outlasted, self.notes = 0, 0, 0, []
 
     def __call__(self) -> Sample:
         if self.flush is not None:
-            self.flush()
-        t0 = time.perf_counter()
-        torch.cuda._sleep(_spin_cycles(self.device, self.hold_s))
+            self.flush()  # before the spin: the flush runs ahead of the window
+        t0 = self.backend.now()
+        self.backend.sleep(spin_cycles(self.backend.spin_hz(), self.hold_s))
         self.start.record()
         self.run()
         self.end.record()
         held = not self.start.query()  # the window had not opened when the host finished enqueueing
-        enqueue_s = time.perf_counter() - t0
+        enqueue_s = self.backend.now() - t0
         self.end.synchronize()
         per_call = self.start.elapsed_time(self.end) / 1e3 / self.reps
         if held:
+            self.outlasted = 0
             return per_call, enqueue_s / self.reps
         return self._hold_ran_out(per_call, enqueue_s)
 
     def _hold_ran_out(self, per_call: float, enqueue_s: float) -> Sample:
-        """Lengthen the hold and drop the sample; past the retries (or the longest hold), keep it with a note."""
-        if self.may_drop and self.retries < MAX_HOLD_RETRIES and self.hold_s < MAX_HOLD_S:
+        """Lengthen the hold and drop the sample; past the retries (or the longest hold), keep it with a note. An
+        enqueue that keeps outlasting a hold made twice as long as it took waits on the device: raise."""
+        if self.fixed_hold:
+            self._note(f"the host took {enqueue_s * 1e3:.3g} ms to enqueue a sample, past the agreed "
+                       f"{self.hold_s * 1e3:.3g} ms hold: device time may include host gaps")
+            return per_call, enqueue_s / self.reps
+        self.outlasted += 1
+        if self.outlasted >= WAIT_CONFIRMATIONS or (self.outlasted > 1 and self.hold_s >= MAX_HOLD_S):
+            self.dropped += 1
+            raise EnqueueWaitsOnDevice(f"{self.outlasted} samples in a row outlasted their hold (the last one "
+                                       f"{self.hold_s * 1e3:.3g} ms, enqueued in {enqueue_s * 1e3:.3g} ms)")
+        lengthened = lengthen_hold(self.hold_s, enqueue_s)
+        if self.retries < MAX_HOLD_RETRIES and self.hold_s < MAX_HOLD_S:
             self.retries += 1
             self.dropped += 1
-            self.hold_s = lengthen_hold(self.hold_s, enqueue_s)
+            self.hold_s = lengthened
             return None
-        self.hold_s = lengthen_hold(self.hold_s, enqueue_s)  # kept, but the next sample is held longer
-        if not self.notes:
-            self.notes.append(f"the host took {enqueue_s * 1e3:.3g} ms to enqueue a sample, past the "
-                              f"{self.hold_s * 1e3:.3g} ms hold: device time may include host gaps")
+        self.hold_s = lengthened  # kept, but the next sample is held longer
+        self._note(f"the host took {enqueue_s * 1e3:.3g} ms to enqueue a sample, past the "
+                   f"{self.hold_s * 1e3:.3g} ms hold: device time may include host gaps")
         return per_call, enqueue_s / self.reps
+
+    def _note(self, text: str) -> None:
+        if not self.notes:
+            self.notes.append(text)
 
 
 class WallSampler:
     """The wall time of `reps` calls between two synchronizations, and the host's time until the calls returned."""
 
-    def __init__(self, run: Callable[[], None], device: torch.device, reps: int) -> None:
-        self.run, self.device, self.reps = run, device, reps
+    def __init__(self, run: Callable[[], None], backend: Backend, reps: int) -> None:
+        self.run, self.backend, self.reps = run, backend, reps
 
     def __call__(self) -> Sample:
-        _synchronize(self.device)
-        t0 = time.perf_counter()
+        self.backend.synchronize()
+        t0 = self.backend.now()
         self.run()
-        t1 = time.perf_counter()
-        _synchronize(self.device)
-        return (time.perf_counter() - t0) / self.reps, (t1 - t0) / self.reps
+        t1 = self.backend.now()
+        self.backend.synchronize()
+        return (self.backend.now() - t0) / self.reps, (t1 - t0) / self.reps
 
 
-def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRule,
-                         before_sample: Callable[[], None] | None = None) -> tuple[list, list, str]:
-    """(per-call times, per-call enqueue times, stop reason), sampling with the garbage collector off (as timeit
-    does: a collection pause is the interpreter's, not the workload's)."""
-    samples: list[float] = []
-    enqueues: list[float] = []
+@dataclass
+class Sampled:
+    """What a sampling loop produced: per-call times and enqueue times of the kept samples, and why it stopped."""
+
+    samples: list[float]
+    enqueues: list[float]
+    reason: str
+
+
+def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRule, now: Callable[[], float],
+                         before_sample: Callable[[], None] | None = None,
+                         probe: host_load.HostProbe | None = None) -> Sampled:
+    """Sample until the rule stops, with the garbage collector off (as timeit does: a collection pause is the
+    interpreter's, not the workload's); `probe` reads the host's load around every sample, outside its window."""
+    out = Sampled([], [], "")
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        start = time.perf_counter()
+        start = now()
         while True:
             if before_sample is not None:
                 before_sample()
+            if probe is not None:
+                probe.begin()
             taken = sampler()
+            if probe is not None:
+                probe.end(kept=taken is not None)
             if taken is not None:
-                samples.append(taken[0])
-                enqueues.append(taken[1])
+                out.samples.append(taken[0])
+                out.enqueues.append(taken[1])
             # a sampler drops a bounded number of samples (HeldSampler), so the first one always comes
-            reason = stop_reason(samples, reps, time.perf_counter() - start, rule) if samples else None
+            reason = stop_reason(out.samples, reps, now() - start, rule) if out.samples else None
             if reason:
-                return samples, enqueues, reason
+                out.reason = reason
+                return out
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, cold: bool = False,
-            graph: bool = False, kind: str = "op", before_sample: Callable[[], None] | None = None) -> Measurement:
+            graph: bool = False, kind: str = "op", ranks: Ranks | None = None,
+            backend: Backend | None = None) -> Measurement:
     """Time `fn` on `device` under `rule` as the case's `kind` asks (`op` or `step`; see the module docstring).
     `cold` flushes L2 before every call (one call per sample); `graph` replays a CUDA graph of the batched calls.
-    Both apply to CUDA ops only, and the record says what ran. `before_sample` runs before each sample, outside
-    the timed window (the ranks' barrier under torchrun); then every sample is kept, none dropped, so that every
-    rank calls `fn` as often."""
-    warm = warm_up(fn, device, rule.warmup_s)
+    Both apply to CUDA ops only, and the record says what ran. With `ranks` (torchrun), each sample is preceded by
+    their barrier, outside the timed window, every sample is kept and the hold is agreed, so that every rank
+    calls `fn` as often and starts each sample as the others do."""
+    backend = backend or TorchBackend(device)
+    warm = warm_up(fn, backend, rule.warmup_s)
     cuda_op = device.type == "cuda" and kind == "op"
     reps = 1 if (cold and cuda_op) else max(1, math.ceil(rule.min_sample_s / max(warm.call_s, 1e-9)))
     notes: list[str] = []
     timer, run = ("cuda_event" if cuda_op else "wall"), _repeat(fn, reps)
     if graph and cuda_op:
         try:
-            run, timer = _capture_graph(fn, reps, device), "cuda_graph"
+            run, timer = backend.capture_graph(fn, reps), "cuda_graph"
         except RuntimeError as exc:
             notes.append(f"CUDA graph capture failed, timed with events: {str(exc).splitlines()[0]}")
+    before_sample = ranks.before_sample if ranks is not None else None
     held: HeldSampler | None = None
+    sampler: Callable[[], Sample] = WallSampler(run, backend, reps)
     if cuda_op:
-        enqueue = 0.0 if timer == "cuda_graph" else warm.enqueue_s
-        held = HeldSampler(run, device, reps, L2Flush(device) if cold else None, plan_hold(enqueue, reps),
-                           may_drop=before_sample is None)
-        sampler: Callable[[], Sample] = held
+        hold = plan_hold(0.0 if timer == "cuda_graph" else warm.enqueue_s, reps)
+        if ranks is not None:
+            hold = ranks.agree(hold)
+        held = HeldSampler(run, backend, reps, backend.l2_flush() if cold else None, hold,
+                           fixed_hold=ranks is not None)
+        sampler = held
+    probe = host_load.HostProbe()
+    try:
+        sampled = sample_until_stopped(sampler, reps, rule, backend.now, before_sample, probe)
+    except EnqueueWaitsOnDevice as exc:
+        probe.close()
+        notes.append(f"the op waits on the device while it is enqueued (a host sync inside?): {exc}; timed on the "
+                     "wall clock between synchronizations instead, so its time includes the host's")
+        dropped, held, timer = held.dropped if held else 0, None, "wall"
+        probe = host_load.HostProbe()
+        sampled = sample_until_stopped(WallSampler(run, backend, reps), reps, rule, backend.now, before_sample,
+                                       probe)
     else:
-        sampler = WallSampler(run, device, reps)
-    samples, enqueues, reason = sample_until_stopped(sampler, reps, rule, before_sample)
+        dropped = held.dropped if held else 0
     if held is not None:
         notes += held.notes
-    return Measurement(samples, timer, reps, reason, rel_iqr(samples), warm.calls, bool(cold and cuda_op),
-                       enqueue_s=float(np.median(enqueues)) if enqueues else None,
-                       hold_s=held.hold_s if held else None, dropped_samples=held.dropped if held else 0,
-                       notes=notes)
+    m = Measurement(sampled.samples, timer, reps, sampled.reason, rule, warm.calls, held is not None and cold,
+                    device.type, enqueues_s=sampled.enqueues,
+                    hold_s=held.hold_s if held else None, dropped_samples=dropped, notes=notes,
+                    contention=probe.finish(torch.get_num_threads()))
+    if m.stop_reason == "plateau" and not m.converged:
+        m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "
+                       f"x the {rule.target_rel_iqr:g} target: not converged")
+    return m

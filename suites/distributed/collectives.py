@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from suites.core.cases import Case, Workload
 from suites.core.precision import DTYPES
+from suites.core.profiles import Profile
 from suites.distributed import group
 
 SUITE = "collectives"
@@ -30,9 +31,9 @@ KiB, MiB = 2**10, 2**20
 # torch 2.13 renamed reduce_scatter_tensor and all_gather_into_tensor (now deprecated) to *_single
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-SIZES: dict[str, list[int]] = {
-    "quick": [4 * KiB, 64 * KiB, 1 * MiB, 8 * MiB],
-    "full": [4 * KiB * 4**k for k in range(10)],  # 4 KiB to 1 GiB
+SIZES: dict[Profile, list[int]] = {
+    Profile.QUICK: [4 * KiB, 64 * KiB, 1 * MiB, 8 * MiB],
+    Profile.FULL: [4 * KiB * 4**k for k in range(10)],  # 4 KiB to 1 GiB
 }
 # The reductions add n values in the collective's dtype; the other collectives copy, exactly.
 REDUCING = ("all_reduce", "reduce_scatter")

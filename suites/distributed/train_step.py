@@ -30,6 +30,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.profiles import Profile
 from suites.distributed import group
 from suites.training import param_bytes
 from suites.training.data import token_batches
@@ -62,7 +63,7 @@ class Setup:
 
 
 # Small buckets for the quick profile's tiny GPT (0.3 MiB of gradients), DDP's 1 MiB first bucket for GPT-2.
-SMALL_BUCKET_MB = {"quick": 0.05, "full": 1.0}
+SMALL_BUCKET_MB = {Profile.QUICK: 0.05, Profile.FULL: 1.0}
 
 
 def setups(profile: str) -> list[tuple[str, str, Setup]]:

@@ -8,7 +8,11 @@ order (checked), and measures each case in lockstep:
 - the build is agreed: if it fails on any rank, every rank records that rank's failure (`rank r: ...`) and the
   run goes on, so a case that runs out of memory on one GPU is an `oom` result, not a hang;
 - every rank takes the same number of samples (a count, as nccl-tests does: a collective inside the workload must
-  be called as often on every rank), with a barrier before each sample, outside the timed window;
+  be called as often on every rank; the profile's `lockstep_samples`, suites/core/profiles.py), with a barrier
+  before each sample, outside the timed window, and every sample stops with `stop_reason` `count`;
+- on CUDA every rank holds its stream for the same time before each sample's start event: the longest hold any
+  rank planned, agreed once after warm-up (`agree`) and never lengthened by one rank alone, so that the ranks'
+  kernels start together after the barrier and a short collective does not absorb the difference of two holds;
 - the figure is the slowest rank's: sample i is the maximum over ranks of sample i, and every derived field
   (TFLOP/s, tokens/s, bus bandwidth) comes from those; each rank's own median is kept beside it (the straggler);
 - a failure inside the timed loop leaves the ranks' collectives out of step, so it ends the run with that rank's
@@ -22,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import inspect
-import math
 import os
 import shutil
 import socket
@@ -35,7 +38,7 @@ import torch.distributed as dist
 from suites.core import defaults
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.runner import CaseResult, first_line
-from suites.core.timing import Measurement, StopRule, rel_iqr
+from suites.core.timing import Measurement
 from suites.harness import results
 
 DEFAULT_TIMEOUT_S = defaults.DIST_TIMEOUT_S
@@ -43,8 +46,6 @@ DEFAULT_TIMEOUT_S = defaults.DIST_TIMEOUT_S
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 # barrier() takes its own timeout from torch 2.13 on; before, it inherits the process group's (the same timeout_s)
 _BARRIER_TAKES_TIMEOUT = "timeout" in inspect.signature(dist.barrier).parameters
-# Samples per case on every rank (nccl-tests times 20 iterations after 5 warm-up ones by default).
-SAMPLES = {"quick": 10, "full": 50}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,17 +127,11 @@ def check_same_cases(nodeids: list[str], world: World) -> None:
                         "started with the same arguments", returncode=4)
 
 
-def lockstep_rule(rule: StopRule, samples: int) -> StopRule:
-    """A rule every rank stops at together: two warm-up calls, one call per sample, exactly `samples` samples."""
-    return dataclasses.replace(rule, min_samples=samples, max_samples=samples, min_time_s=0.0,
-                               target_rel_iqr=math.inf, timeout_s=math.inf, warmup_s=0.0, min_sample_s=0.0)
-
-
 class RankLockstep:
     """One case measured on every rank together (suites.core.runner.Lockstep)."""
 
-    def __init__(self, world: World, device: torch.device, target_rel_iqr: float) -> None:
-        self.world, self.device, self.target_rel_iqr = world, device, target_rel_iqr
+    def __init__(self, world: World, device: torch.device) -> None:
+        self.world, self.device = world, device
         self.built = False
         self.own_median_s: float | None = None
 
@@ -145,8 +140,15 @@ class RankLockstep:
         timeout = {"timeout": datetime.timedelta(seconds=self.world.timeout_s)} if _BARRIER_TAKES_TIMEOUT else {}
         dist.barrier(device_ids=[self.device.index] if self.device.type == "cuda" else None, **timeout)
 
+    def agree(self, seconds: float) -> float:
+        """The largest of every rank's `seconds` (the hold every rank then uses)."""
+        value = torch.tensor([seconds], dtype=torch.float64, device=self.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return float(value.item())
+
     def reduce(self, m: Measurement) -> Measurement:
-        """Sample i becomes the slowest rank's sample i; `converged` is judged on those against the profile."""
+        """Sample i becomes the slowest rank's sample i; `rel_iqr` and `converged` follow from those (judged
+        against the profile's target by the count rule)."""
         self.own_median_s = m.median_s
         mine = torch.tensor(m.samples_s, dtype=torch.float64, device=self.device)
         counts = [None] * self.world.world_size
@@ -156,10 +158,7 @@ class RankLockstep:
         everyone = torch.empty(self.world.world_size * mine.numel(), dtype=torch.float64, device=self.device)
         _all_gather(everyone, mine)
         slowest = everyone.view(self.world.world_size, -1).max(dim=0).values.tolist()
-        spread = rel_iqr(slowest)
-        # the count rule stops every rank at `target` (its target is inf): judge the slowest samples on the real one
-        reason = "target" if spread <= self.target_rel_iqr else "timeout"
-        return dataclasses.replace(m, samples_s=slowest, rel_iqr=spread, stop_reason=reason)
+        return dataclasses.replace(m, samples_s=slowest)
 
     def agreed(self, case: Case) -> Case:
         """The case with a build that every rank agrees on: a failure on any rank is raised on every rank."""

@@ -158,9 +158,9 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     report = reporter.write_line if reporter is not None else print
     cases = bench_rounds.bench_cases(session.items)
-    shared.round_log = bench_rounds.measure_rounds(cases, shared.rounds,
-                                                   lambda case: sessions.measure_once(shared, case), report,
-                                                   journal_rounds(session, shared))
+    shared.round_log = bench_rounds.measure_rounds(
+        cases, shared.rounds, lambda case, earlier: sessions.measure_once(shared, case, earlier), report,
+        journal_rounds(session, shared))
 
 
 def journal_rounds(session: pytest.Session, shared: BenchSession) -> Callable[[list[CaseResult]], None] | None:

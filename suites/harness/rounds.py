@@ -8,11 +8,13 @@ samples, and the spread of a case's round medians is its own run-to-run noise, w
 
 Rounds 1..N-1 run before pytest's own pass (`measure_rounds`, from the `pytest_runtestloop` hook), each in
 another order (`round_order`) so that no case always sits at the same moment of a pass; pytest's pass is round
-N and records the case with `round_medians_s` (`merge`). Each round uses the per-round
-rule of the profile (`ROUND_RULES`): shorter than the profile's rule so that N rounds cost about what one
-measurement did. Correctness experiments (`Case.kind` `check`, the numerics suite) are not speed figures and run
-once. Observers (telemetry, traces) run in pytest's round only: they describe the recorded case and a
-trace of every round would be N copies of the same thing.
+N and records the case. Its headline comes from every round: the JSON's `stats` (the median every report shows)
+and every figure derived from them are over the samples of all N rounds, and `round_medians_s` lists each
+round's own median (`merge`). Each round uses the per-round rule of the profile (suites/core/profiles.py):
+shorter than the profile's rule so that N rounds cost about what one measurement did. Correctness experiments
+(`Case.kind` `check`, the numerics suite) are not speed figures and run once. Observers (telemetry, traces) run
+in pytest's round only: they describe the recorded case and a trace of every round would be N copies of the
+same thing.
 """
 
 from __future__ import annotations
@@ -24,21 +26,20 @@ from dataclasses import dataclass, field
 import pytest
 
 from suites.core.cases import Case
+from suites.core.defaults import NIGHTLY_ROUNDS
 from suites.core.runner import CaseResult
-from suites.core.timing import StopRule
+from suites.core.timing import Measurement
 
-# Per-round rules. Full: 3 rounds of at least 0.2 s and 10 samples each replace one measurement of 0.5 s; the
-# timeout is a third of the profile's 15 s, so a case that never converges costs what it did. Quick: the same
-# scaling of the quick rule, so that --bench-rounds 3 on the quick profile is the nightly setting in miniature.
-QUICK_ROUND = StopRule(min_samples=5, min_time_s=0.02, target_rel_iqr=0.05, timeout_s=0.7, warmup_s=0.01)
-FULL_ROUND = StopRule(min_samples=10, min_time_s=0.2, target_rel_iqr=0.02, timeout_s=5.0, warmup_s=0.05)
-ROUND_RULES = {"quick": QUICK_ROUND, "full": FULL_ROUND}
+# Each round is a whole pass over the selection: past this many, a run costs hours and its round medians say
+# nothing that a history of nightly runs does not say better.
+MAX_ROUNDS = 20
 
 
 def parse_rounds(value: int) -> int:
-    """A usage error unless at least one round is asked for."""
-    if value < 1:
-        raise pytest.UsageError(f"--bench-rounds {value}: expected a number of rounds >= 1")
+    """A usage error unless 1 to MAX_ROUNDS rounds are asked for."""
+    if not 1 <= value <= MAX_ROUNDS:
+        raise pytest.UsageError(f"--bench-rounds {value}: expected 1 to {MAX_ROUNDS} rounds (each is a whole pass "
+                                f"over the selection; nightly runs use {NIGHTLY_ROUNDS})")
     return value
 
 
@@ -82,10 +83,11 @@ def bench_cases(items: Sequence[pytest.Item]) -> list[Case]:
     return found
 
 
-def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case], CaseResult],
+def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case, list[CaseResult]], CaseResult],
                    report: Callable[[str], None] = print,
                    recorded: Callable[[list[CaseResult]], None] | None = None) -> RoundLog:
     """The rounds before pytest's pass, each over every case in its own order; pytest's pass (order 0) follows.
+    `run` measures a case given its results of the rounds before (so that its figures pool them all).
 
     `recorded` is called with a case's results so far each time one of its rounds ends (the results writer
     journals them, so a run stopped in these rounds keeps what they measured).
@@ -94,7 +96,8 @@ def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case], CaseRes
     for index in range(1, rounds):
         start = time.perf_counter()
         for position in round_order(len(cases), index, rounds):
-            result = run(cases[position])
+            case = cases[position]
+            result = run(case, log.results.get(case.id, []))
             log.add(result)
             if recorded is not None:
                 recorded(log.results[result.case.id])
@@ -103,19 +106,26 @@ def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case], CaseRes
     return log
 
 
-def merge(final: CaseResult, earlier: list[CaseResult]) -> dict:
-    """extra_info fields for a case measured in several rounds.
+def earlier_measurements(earlier: list[CaseResult]) -> list[Measurement]:
+    """Each round's own measurement, of the rounds before that produced one, in the order they ran (the latest
+    measured result pools them all: its `rounds`)."""
+    measured = [r.measurement for r in earlier if r.measurement is not None]
+    return (measured[-1].rounds or [measured[-1]]) if measured else []
 
-    The JSON's `stats` and the fields derived from them (rel_iqr, tflops, ...) stay those of pytest's round, so
-    they agree with each other; `round_medians_s` lists the median of every round that produced a timing in
-    the order they ran (pytest's round, which runs last, last), `bench_rounds` the rounds asked for and
-    `rounds_converged` how many met the rule's spread target. A round that failed while another measured is
-    named in `round_failures`.
+
+def merge(final: CaseResult, earlier: list[CaseResult]) -> dict:
+    """extra_info fields for a case measured in several rounds (its measurement pools them: `pool_rounds`).
+
+    `round_medians_s` lists the median of every round that produced a timing in the order they ran (pytest's
+    round, which runs last, last) and `round_samples` how many samples each gave (the JSON's `data` is theirs,
+    in that order), `bench_rounds` the rounds asked for and `rounds_converged` how many met the per-round rule
+    on their own. A round that failed while another measured is named in `round_failures`.
     """
     if final.measurement is None:
         return {}
-    measured = [r.measurement for r in earlier if r.measurement is not None] + [final.measurement]
+    measured = final.measurement.rounds or [final.measurement]
     info: dict = {"bench_rounds": 1 + len(earlier), "round_medians_s": [m.median_s for m in measured],
+                  "round_samples": [len(m.samples_s) for m in measured],
                   "rounds_converged": sum(m.converged for m in measured)}
     failures = [f"{r.status}: {r.reason}" for r in earlier if r.measurement is None]
     if failures:

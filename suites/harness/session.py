@@ -25,12 +25,11 @@ from suites.core import achievable
 from suites.core import device as devices
 from suites.core.cases import Case
 from suites.core.precision import DTYPES
+from suites.core.profiles import SMOKE, Profile, rules
 from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
-from suites.core.timing import RULES, StopRule
+from suites.core.timing import StopRule
 from suites.harness import distributed
 from suites.harness import rounds as bench_rounds
-
-SMOKE = StopRule(min_samples=1, min_time_s=0.0, target_rel_iqr=float("inf"), timeout_s=0.0, warmup_s=0.0)
 
 
 def parse_dtypes(text: str | None) -> list[str] | None:
@@ -50,7 +49,7 @@ class BenchSession:
     """What every case of the run shares."""
 
     device: torch.device
-    profile: str
+    profile: Profile
     dtypes: list[str] | None
     extensions: list[Extension] = field(default_factory=list)
     not_measured: list[dict] = field(default_factory=list)
@@ -63,20 +62,21 @@ class BenchSession:
     _peaks: dict | None = None
     _achievable: achievable.Peaks | str | None = None  # the peaks, or why there are none
 
+    def __post_init__(self) -> None:
+        self.profile = Profile(self.profile)  # a plain name ("quick") is accepted too
+
     def rule(self, case: Case) -> StopRule:
         """The profile's rule, or its per-round rule when the case is measured in several rounds."""
         if self.rounds > 1 and bench_rounds.in_rounds(case):
-            return bench_rounds.ROUND_RULES[self.profile]
-        return RULES[self.profile]
+            return rules(self.profile).round
+        return rules(self.profile).stop
 
     def lockstep(self, disabled: bool, case: Case) -> tuple[StopRule, distributed.RankLockstep | None]:
-        """The rule of a case and, with several ranks, how they measure it together."""
-        rule = SMOKE if disabled else self.rule(case)
+        """The rule of a case and, with several ranks, how they measure it together (a count of samples)."""
         if self.world is None:
-            return rule, None
-        samples = 1 if disabled else distributed.SAMPLES[self.profile]
-        return (distributed.lockstep_rule(rule, samples),
-                distributed.RankLockstep(self.world, self.device, rule.target_rel_iqr))
+            return (SMOKE if disabled else self.rule(case)), None
+        rule = SMOKE.counted(1) if disabled else rules(self.profile).lockstep()
+        return rule, distributed.RankLockstep(self.world, self.device)
 
     def peaks(self, dtype: str | None) -> DevicePeaks:
         """The device's peak FLOP/s for a dtype and its memory bandwidth in GB/s (None on CPU: no honest peak is
@@ -179,9 +179,11 @@ def from_config(config: pytest.Config) -> BenchSession:
                         rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
 
 
-def measure_once(session: BenchSession, case: Case) -> CaseResult:
-    """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded."""
-    return execute(case, session.device, session.rule(case), session.peaks(case.peak_dtype))
+def measure_once(session: BenchSession, case: Case, earlier: list[CaseResult]) -> CaseResult:
+    """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded;
+    its figures pool the rounds before (`earlier`), so that a run stopped here keeps a headline of all of them."""
+    return execute(case, session.device, session.rule(case), session.peaks(case.peak_dtype),
+                   earlier_rounds=bench_rounds.earlier_measurements(earlier))
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -206,8 +208,9 @@ def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
 
 def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseResult]) -> tuple[str, dict]:
     """A case's entry from the rounds it had before pytest's pass, what a run stopped before that pass keeps:
-    (`benchmarks`, ENTRY) shaped as `record` makes it, from the latest round that measured (the others in
-    `round_medians_s`, as `bench_rounds.merge` puts them), or (`not_measured`, ENTRY) when none did."""
+    (`benchmarks`, ENTRY) shaped as `record` makes it, from the latest round that measured (which pools the
+    rounds before it, listed in `round_medians_s` as `bench_rounds.merge` puts them), or (`not_measured`, ENTRY)
+    when none did."""
     measured = [r for r in results if r.measurement is not None]
     latest = measured[-1] if measured else results[-1]
     extra = {**latest.extra_info, "profile": session.profile,
@@ -228,14 +231,17 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     rule, lockstep = session.lockstep(benchmark.disabled, case)
     if lockstep is not None:
         case = lockstep.agreed(case)
-    result = execute(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep)
+    in_rounds = session.rounds > 1 and not benchmark.disabled and bench_rounds.in_rounds(case)
+    earlier = session.round_log.results.get(case.id, []) if in_rounds else []
+    result = execute(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep,
+                     bench_rounds.earlier_measurements(earlier))
     if lockstep is not None:
         result = lockstep.settle(result)
-    result.extra_info["profile"] = session.profile
+    result.extra_info["profile"] = str(session.profile)
     if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
         result.extra_info |= session.pct_achievable(result)
-    if session.rounds > 1 and not benchmark.disabled and bench_rounds.in_rounds(case):
-        result.extra_info |= bench_rounds.merge(result, session.round_log.results.get(case.id, []))
+    if in_rounds:
+        result.extra_info |= bench_rounds.merge(result, earlier)
     record(benchmark, result)
     if result.measurement is None:
         session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))

@@ -1,14 +1,19 @@
 """Device-busy time of a training step, beside its wall time: how much of the step the GPU actually worked.
 
 A step's figure is its wall time (suites/core/timing.py), launch gaps, host syncs and data loading included. What
-the GPU did in it comes from a short torch.profiler run after the timed window: the union of the kernel, copy
-and memset intervals on the device over the profiler's active steps (the same summary as `python -m reports
-trace`, so overlapping streams are counted once), divided by the steps. The runner then calls a step host-bound
-when the device was busy for less than `HOST_BOUND_BUSY_SHARE` of it. CUDA only: on a CPU the host is the device.
+the GPU did in it comes from a short torch.profiler run after the timed window (each profiler step synchronized:
+suites/observers/tracing.py): per active ProfilerStep, the union of the kernel, copy and memset intervals of the
+work launched in that step (the same summary as `python -m reports trace`, so overlapping streams are counted
+once), and the median over the steps. Per step, not the whole trace over the step count: Kineto keeps a GPU
+activity by its device timestamp, so kernels of the warm-up step that ran into the first active one are in the
+trace, and only their launch, outside every active step, tells them apart. The runner then calls a step
+host-bound when the device was busy for less than `HOST_BOUND_BUSY_SHARE` of it. CUDA only: on a CPU the host is
+the device.
 """
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -19,15 +24,18 @@ from reports.trace.events import read_trace
 from reports.trace.summary import summarize_trace
 from suites.core.cases import Case, Workload
 from suites.core.runner import Extension, first_line
-from suites.observers.tracing import ACTIVE, profile_calls
+from suites.observers.tracing import profile_calls
 
 
-def busy_seconds_per_call(trace: Path, calls: int = ACTIVE) -> float | None:
-    """The device's busy time per profiled call, from a trace of `calls` active calls (None: no device events)."""
+def busy_seconds_per_step(trace: Path) -> float | None:
+    """The median over the trace's ProfilerSteps of the device time busy with the work each launched, every GPU
+    of the trace summed (None: no device events, or no steps to attribute them to)."""
     summary = summarize_trace(read_trace(trace))
-    if not summary.devices:
+    if not summary.devices or not summary.steps:
         return None
-    return sum(device.overall.busy_us for device in summary.devices) / 1e6 / calls
+    per_step = [sum(device.steps[i].breakdown.busy_us for device in summary.devices)
+                for i in range(len(summary.steps))]
+    return statistics.median(per_step) / 1e6
 
 
 class BusyExtension(Extension):
@@ -40,7 +48,7 @@ class BusyExtension(Extension):
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "busy.json"
                 profile_calls(workload.fn, device, path)
-                busy = busy_seconds_per_call(path)
+                busy = busy_seconds_per_step(path)
         except (RuntimeError, OSError, InputError) as exc:
             return {"device_busy_error": first_line(exc)}
         return {} if busy is None else {"device_busy_s": busy}

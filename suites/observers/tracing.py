@@ -38,13 +38,18 @@ def trace_path(directory: Path, case_id: str, rank: int | None = None) -> Path:
 
 
 def profile_calls(fn: Callable[[], object], device: torch.device, path: Path) -> None:
-    """Run `fn` WAIT + WARMUP + ACTIVE times under torch.profiler (CUDA activities on CUDA) and write `path`."""
+    """Run `fn` WAIT + WARMUP + ACTIVE times under torch.profiler (CUDA activities on CUDA) and write `path`.
+
+    Each call's work is finished before its step ends: `prof.step()` does not synchronize, and Kineto keeps a GPU
+    activity by its device timestamp, so without it a step's kernels would run (and be counted) in the next."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     steps = schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
     with profile(activities=activities, schedule=steps, record_shapes=True,
                  on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as prof:
         for _ in range(WAIT + WARMUP + ACTIVE):
             fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
             prof.step()
 
 

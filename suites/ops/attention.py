@@ -34,6 +34,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from suites.core.cases import Case, Unsupported, Workload, require_cuda_timing
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import DTYPES, TOLERANCE
+from suites.core.profiles import Profile
 from suites.ops.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
 
 SUITE = "attention"
@@ -231,7 +232,7 @@ def cases(profile: str) -> list[Case]:
     and every implementation and dtype once at a small shape, causal, forward and backward; full: the constant-token
     sweep, the memory sweep at batch 1 up to 16k tokens, and the timing twins at its shortest sequence. A case in
     both sweeps is listed once."""
-    if profile == "quick":
+    if profile == Profile.QUICK:
         found = fixed_batch(4, 8, 64, (128, 256, 512)) + every_path(Point(Shape(1, 2, 128, 128), True, "fwd_bwd"))
     else:
         found = (constant_tokens(16384, 2048, SEQS) + fixed_batch(1, 16, 128, SEQS)

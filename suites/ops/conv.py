@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from suites.core.cases import Case, Unsupported, Workload, align_class
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import DTYPES, TOLERANCE, tf32_unsupported
+from suites.core.profiles import Profile
 from suites.ops.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
 
 SUITE = "conv"
@@ -86,10 +87,10 @@ def misaligned(n: int, size: int, channels: tuple[int, ...]) -> list[ConvLayer]:
 # quick: ResNet's stage-1 3x3 with 64 and 63 channels for one image at a quarter of its side, so that a 2-core CPU
 # runs every dtype, format and pass in seconds (CPU float16 convolutions run at about a GFLOP/s); full: a batch of
 # 32 ImageNet images, what one GPU of a data-parallel job sees.
-LAYERS: dict[str, list[ConvLayer]] = {
-    "quick": [ConvLayer("resnet50-s1-3x3", 1, 64, 64, 14, 3, 1, 1), *misaligned(1, 14, (63,))],
-    "full": [*resnet50(32, 224), ConvLayer("vgg16-conv3", 32, 256, 256, 56, 3, 1, 1),
-             *misaligned(32, 56, (63, 65, 72))],
+LAYERS: dict[Profile, list[ConvLayer]] = {
+    Profile.QUICK: [ConvLayer("resnet50-s1-3x3", 1, 64, 64, 14, 3, 1, 1), *misaligned(1, 14, (63,))],
+    Profile.FULL: [*resnet50(32, 224), ConvLayer("vgg16-conv3", 32, 256, 256, 56, 3, 1, 1),
+                   *misaligned(32, 56, (63, 65, 72))],
 }
 
 

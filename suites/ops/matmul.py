@@ -22,6 +22,7 @@ import torch
 from suites.core import gemm
 from suites.core.cases import Case, Workload, align_class, require_cuda_timing
 from suites.core.precision import DTYPES, TOLERANCE, relative_error
+from suites.core.profiles import Profile
 
 SUITE = "matmul"
 
@@ -53,13 +54,13 @@ def _model_layers(tokens: int) -> list[Shape]:
 
 # quick: a 2-core CPU runs every dtype in seconds (CPU float16 matmul runs at a few GFLOP/s);
 # full: sizes that fill a large GPU.
-SHAPES: dict[str, list[Shape]] = {
-    "quick": _cubes(256) + _model_layers(8),
-    "full": _cubes(4096) + _model_layers(4096) + [Shape("gpt2-lm-head", 8192, 50304, 768)],
+SHAPES: dict[Profile, list[Shape]] = {
+    Profile.QUICK: _cubes(256) + _model_layers(8),
+    Profile.FULL: _cubes(4096) + _model_layers(4096) + [Shape("gpt2-lm-head", 8192, 50304, 768)],
 }
 # The shapes that are also timed cold and as a CUDA graph, with their warm, eager twin (the levers are CUDA-only, so
 # the quick profile, a CPU's, has none).
-LEVER_SHAPES: dict[str, list[Shape]] = {"quick": [], "full": [Shape("l2-resident", 2048, 2048, 2048)]}
+LEVER_SHAPES: dict[Profile, list[Shape]] = {Profile.QUICK: [], Profile.FULL: [Shape("l2-resident", 2048, 2048, 2048)]}
 # (cold, graph) of the twins at a lever shape: warm and eager is the baseline of both levers.
 TIMINGS = ((True, False), (False, True))
 

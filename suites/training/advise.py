@@ -31,9 +31,8 @@ from tabulate import tabulate
 
 from reports import load as results
 from reports.errors import InputError
-from suites.core import children
+from suites.core import children, profiles
 from suites.core import device as devices
-from suites.core.timing import RULES
 from suites.core.units import parse_bytes
 from suites.training.train_step import Levers
 from suites.training.user_model import ModelError, UserModel, load
@@ -352,7 +351,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--loss", metavar="MODULE:FN", help="loss_fn(output, batch), when the output has no loss")
     parser.add_argument("--name", help="the model's name in case ids (default: the module's last part)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
-    parser.add_argument("--bench-profile", default="quick", choices=tuple(RULES), dest="profile",
+    parser.add_argument("--bench-profile", default="quick", choices=profiles.NAMES, dest="profile",
                         help="quick: minutes on a small CPU; full: the real sweep for a GPU")
     parser.add_argument("--mem-budget", type=parse_bytes, help="peak memory a setting may use, e.g. 20GiB "
                         "(default: the GPU's memory; none on a CPU)")

@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_leaves
 
 from suites.core import device as devices
 from suites.core.cases import Unsupported
+from suites.core.profiles import Profile
 from suites.training import model_spec
 from suites.training.model_spec import ModelSpec
 from suites.training.recipe import make_optimizer, make_step
@@ -152,8 +153,8 @@ def violations(summary: list[OpSummary]) -> list[Violation]:
     return found
 
 
-MODELS = {"quick": (ModelSpec("gpt", "tiny"), ModelSpec("cnn", "tiny")),
-          "full": (ModelSpec("gpt", "gpt2-124m"), ModelSpec("cnn", "resnet50"))}
+MODELS = {Profile.QUICK: (ModelSpec("gpt", "tiny"), ModelSpec("cnn", "tiny")),
+          Profile.FULL: (ModelSpec("gpt", "gpt2-124m"), ModelSpec("cnn", "resnet50"))}
 BATCH = 2
 
 

@@ -29,6 +29,7 @@ import torch
 
 from suites.core.cases import Case, Workload
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
+from suites.core.profiles import Profile
 from suites.core.runner import first_line, is_oom
 from suites.training.model_spec import ModelSpec
 from suites.training.recipe import PEAK_DTYPE, TrainStep, make_optimizer, make_step
@@ -56,15 +57,16 @@ class SweepLimits:
     cpu_budget: int  # the CPU's memory limit when --bench-mem-budget is not given
 
 
-PROFILES = {
+PROFILES: dict[Profile, SweepLimits] = {
     # A 2-core CPU: a budget that stops the tiny GPT near 10-20 samples (about 1.3 MiB each in fp32), so its sweep
     # and four searches take about a minute; the CNN's convolutions are slow there (bfloat16 has no CPU
     # instructions on most x86), so it is swept to 8 and searched only in the full profile.
-    "quick": SweepLimits((ModelSweep(ModelSpec("gpt", "tiny"), 16, True),
-                          ModelSweep(ModelSpec("cnn", "tiny"), 8, False)), search_cap=256, cpu_budget=16 * 2**20),
-    "full": SweepLimits((ModelSweep(ModelSpec("gpt", "gpt2-124m"), 512, True),
-                         ModelSweep(ModelSpec("cnn", "resnet50"), 1024, True)), search_cap=4096,
-                        cpu_budget=16 * 2**30),
+    Profile.QUICK: SweepLimits((ModelSweep(ModelSpec("gpt", "tiny"), 16, True),
+                                ModelSweep(ModelSpec("cnn", "tiny"), 8, False)), search_cap=256,
+                               cpu_budget=16 * 2**20),
+    Profile.FULL: SweepLimits((ModelSweep(ModelSpec("gpt", "gpt2-124m"), 512, True),
+                               ModelSweep(ModelSpec("cnn", "resnet50"), 1024, True)), search_cap=4096,
+                              cpu_budget=16 * 2**30),
 }
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, replace
 import torch
 from tabulate import tabulate
 
+from suites.core.profiles import Profile
 from suites.training import param_bytes, recipe, train_step
 from suites.training.data import token_batches
 from suites.training.models import GPT, GPTConfig
@@ -20,7 +21,7 @@ from suites.training.param_bytes import MemoryBudget, table
 
 def measure_budget(model: str, master_weights: bool, device: torch.device, steps: int = 2) -> MemoryBudget:
     """The AdamW bf16 mixed-precision memory budget of a GPT preset after `steps` real steps."""
-    profile = replace(train_step.PROFILES["quick"], gpt=model, gpt_batch=2, steps=steps)
+    profile = replace(train_step.PROFILES[Profile.QUICK], gpt=model, gpt_batch=2, steps=steps)
     levers = train_step.Levers(master_weights=master_weights)
     config = train_step.gpt_config(profile, levers)
     torch.manual_seed(train_step.SEED)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from suites.core.cases import Case, Workload
+from suites.core.profiles import Profile
 from suites.training import autocast_audit
 from suites.training.model_spec import ModelSpec
 from suites.training.recipe import make_optimizer, make_step, train
@@ -61,8 +62,8 @@ class Model:
 
 
 # quick: a 2-core CPU without bfloat16 instructions (~80 ms per amp_bf16 step); full: seconds on a GPU.
-MODELS = {"quick": Model(ModelSpec("gpt", "tiny"), batch=2, parity_steps=5, lr=3e-3),
-          "full": Model(ModelSpec("gpt", "small"), batch=16, parity_steps=50, lr=1e-3)}
+MODELS = {Profile.QUICK: Model(ModelSpec("gpt", "tiny"), batch=2, parity_steps=5, lr=3e-3),
+          Profile.FULL: Model(ModelSpec("gpt", "small"), batch=16, parity_steps=50, lr=1e-3)}
 
 
 def _round_trip(values: list[float], dtype: torch.dtype, device: torch.device) -> list[float]:

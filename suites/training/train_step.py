@@ -17,6 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from suites.core.cases import Case, Unsupported, Workload, align_class
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import tf32_unsupported
+from suites.core.profiles import Profile
 from suites.training import param_bytes
 from suites.training.data import EncodedImages, image_loader, token_batches
 from suites.training.models import GPT, CNNConfig, GPTConfig, ResNet, gpt_flops_per_token
@@ -68,10 +69,10 @@ class StepSizes:
     cpu_compile_all: bool  # compile every precision on a CPU (inductor's C++ build is ~30 s per graph there)
 
 
-PROFILES: dict[str, StepSizes] = {
+PROFILES: dict[Profile, StepSizes] = {
     # lr high enough that 10 steps of the tiny GPT move the loss visibly
-    "quick": StepSizes("tiny", 8, "tiny", 16, images=256, steps=8, lr=3e-3, cpu_compile_all=False),
-    "full": StepSizes("gpt2-124m", 16, "resnet50", 64, images=512, steps=20, lr=6e-4, cpu_compile_all=True),
+    Profile.QUICK: StepSizes("tiny", 8, "tiny", 16, images=256, steps=8, lr=3e-3, cpu_compile_all=False),
+    Profile.FULL: StepSizes("gpt2-124m", 16, "resnet50", 64, images=512, steps=20, lr=6e-4, cpu_compile_all=True),
 }
 
 # (lever, label, settings): the GPT varies precision x compile (the must-show grid) and each other lever alone.
