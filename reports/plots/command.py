@@ -36,7 +36,7 @@ def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     output_dir(args.out)
-    written = write_all(load(args.results), Path(args.out))
+    written = write_all(load(args.results, samples=False), Path(args.out))
     for path in written:
         print(path)
     if not written:
