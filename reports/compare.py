@@ -136,20 +136,6 @@ def clock_note(base: pd.Series, cand: pd.Series) -> str:
     return f"SM clock {b:.0f} -> {c:.0f} MHz ({moved:+.1f} %)" if abs(moved) >= CLOCK_NOTE_PCT else ""
 
 
-def _positive_time(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def not_a_time(row: pd.Series) -> str:
-    """`round_medians_s[2]=inf` for each round median that is not a positive finite time, '' when all are."""
-    rounds = row.get("round_medians_s")
-    if rounds is None or (isinstance(rounds, float) and math.isnan(rounds)):
-        return ""
-    if not isinstance(rounds, list | tuple | np.ndarray):
-        return f"round_medians_s={rounds!r:.40} (not a list)"
-    return ", ".join(f"round_medians_s[{i}]={x!r:.20}" for i, x in enumerate(rounds) if not _positive_time(x))
-
-
 def evidence(row: pd.Series) -> int | None:
     """How many measurements a run's level rests on: its round medians when it has several, else its samples."""
     rounds = noise.round_medians(row)
@@ -243,7 +229,7 @@ def _measured(frame: pd.DataFrame) -> pd.DataFrame:
     """The cases with a speed figure, keyed by case (correctness experiments, `stop_reason` `once`, are not)."""
     if "median_s" not in frame:
         return frame.iloc[:0]
-    timed = frame["median_s"].notna()
+    timed = frame["median_s"].notna() & (frame["status"] != "invalid")  # a round median that is no time, say
     if "stop_reason" in frame:
         timed &= frame["stop_reason"] != "once"
     return frame[timed].set_index("case", drop=False)
@@ -308,13 +294,6 @@ def _with_status(case: str, frame: pd.DataFrame) -> str:
     return f"{case} (now {row['status']}{': ' + str(reason) if isinstance(reason, str) else ''})"
 
 
-def _invalid(case: str, base: list[pd.Series], cand: pd.Series) -> str:
-    """`case: candidate round_medians_s[1]=inf` when a side holds a value that cannot be a time, else ''."""
-    bad = [f"{side} {found}" for side, row in [*(("baseline", r) for r in base), ("candidate", cand)]
-           if (found := not_a_time(row))]
-    return f"{case}: {'; '.join(dict.fromkeys(bad))} (not a positive finite time)" if bad else ""
-
-
 def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
             group_thresholds: dict[str, float] | None = None, alpha: float = DEFAULT_ALPHA,
             allow_different_devices: bool = False, last: int = DEFAULT_LAST,
@@ -332,9 +311,6 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
     verdicts, invalid = [], []
     for case in common:
         rows = [runs[f].loc[case] for f in order if case in runs[f].index]
-        if bad := _invalid(case, rows, cand.loc[case]):
-            invalid.append(bad)
-            continue
         verdicts.append(decide(rows, cand.loc[case], group_thresholds.get(cand.loc[case, "group"], threshold_pct),
                                alpha, noise_floor_pct))
     rank = {v: i for i, v in enumerate(VERDICTS)}

@@ -170,7 +170,7 @@ def render(rows: pd.DataFrame, baseline: str, fmt: str, torch: bool = False, wid
 def run(args: argparse.Namespace) -> int:
     if args.out:
         output_dir(args.out)  # checked before any work: an unusable folder is not found after the report
-    rows, baseline = side_by_side(load(args.results), args.baseline)
+    rows, baseline = side_by_side(load(args.results, samples=False), args.baseline)
     if rows["system"].nunique() < 2:
         print(f"note: only one system ({baseline}) in the results; nothing to set side by side")
     width = None if args.wide or args.markdown else terminal_width()

@@ -4,7 +4,9 @@ Runs are ordered by their `datetime`; a case's series is kept per machine identi
 so two boxes of one GPU model are two histories, as are a 1-thread and a 2-thread CPU run), labelled by the
 device name, with the machine beside it when one device name has several. Steps come from `reports.stats.steps`
 (a penalized piecewise-constant fit, as asv does) and are named by the run where the new level starts: its date,
-commit and file, which is what a person bisecting needs, and the torch upgrade when one happened there.
+commit and file, which is what a person bisecting needs, and the torch upgrade when one happened there. A change
+is a step once it has lasted `stats.MIN_RUNS` runs, with as many before it: a one-night spike is none, and a
+history too short to hold one says so rather than naming every difference between two runs.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from reports.compare import percent
 from reports.errors import InputError
 from reports.load import load, output_dir
 from reports.plots.style import text
-from reports.stats import LevelShift, fitted, steps
+from reports.stats import MIN_RUNS, LevelShift, fitted, steps
 from reports.table import format_time
 
 
@@ -155,13 +158,18 @@ def plots(found: list[Trend], outdir: Path) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     if args.out:
         output_dir(args.out)  # checked before any work: an unusable folder is not found after the report
-    frame = load(args.results)
+    frame = load(args.results, samples=False)
     if args.group:
         frame = frame[frame["group"] == args.group]
     found = trends(frame, args.min_effect)
     stepped = sum(bool(t.steps) for t in found)
     runs = frame["file"].nunique()
-    print(f"{len(found)} case histories over {runs} runs; {stepped} with a step of at least {args.min_effect:g} %\n")
+    print(f"{len(found)} case histories over {runs} runs; {stepped} with a step of at least {args.min_effect:g} % "
+          f"lasting {MIN_RUNS} runs or more\n")
+    longest = max(len(t.runs) for t in found)
+    if longest < 2 * MIN_RUNS:
+        print(f"no step can be named: a step needs {MIN_RUNS} runs on each side, and the longest history here has "
+              f"{longest} run{'s' if longest != 1 else ''} (compare two runs with `python -m reports compare`)\n")
     shown = found if args.all else [t for t in found if t.steps]
     if shown:
         print(tabulate(table_rows(shown), headers="keys", tablefmt="github" if args.markdown else "simple"))
@@ -174,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("history", help="trend per case over stored runs, with step detection")
     parser.add_argument("results", nargs="+", help="directory of stored runs (e.g. .benchmarks/) or JSON files")
-    parser.add_argument("--min-effect", type=float, default=5.0, help="smallest step to report, percent (default 5)")
+    parser.add_argument("--min-effect", type=percent, default=5.0,
+                        help="smallest step to report, percent (default 5)")
     parser.add_argument("--group", help="only this suite (benchmark group)")
     parser.add_argument("--all", action="store_true", help="list every case, not only those with a step")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown table")

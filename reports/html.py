@@ -201,7 +201,7 @@ def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> Pat
 
 def run(args: argparse.Namespace) -> int:
     output_dir(args.out)
-    print(write(load(args.results), Path(args.out), args.baseline))
+    print(write(load(args.results, samples=False), Path(args.out), args.baseline))
     return 0
 
 

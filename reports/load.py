@@ -10,6 +10,15 @@ A run's journal (`RESULTS.json.journal`, one JSON line per finished case, which 
 it goes and removes once the results file is whole) is read like a results file marked incomplete: it is what
 is left of a run that was killed outright.
 
+Every field read is checked against its type (reports.fields, through reports.validate). A column means one
+thing: the run's columns and the loader's own (`fields.RESERVED`) are never taken by a `params` or `extra_info`
+key, which is loaded as `param_KEY` or `extra_KEY` instead, and a param named like an extra_info field the reports
+read (`tflops`, `stop_reason`) takes that column only where both hold the same value.
+
+Memory stays bounded on huge files: each file is decoded entry by entry (reports.jsonstream), rows are kept as
+one list per column, repeated short text is stored once, and raw samples (`stats.data`, the bulk of most files,
+which only `compare` reads) are loaded only when asked for.
+
 Bad input: a file named on the command line that cannot be used is an InputError (one line, exit 2); a bad file
 found inside a directory, an unknown top-level field, a malformed entry or a duplicate case is a warning on
 stderr and the rest is used, so one truncated nightly file does not hide a year of history.
@@ -18,24 +27,42 @@ stderr and the rest is used, so one truncated nightly file does not hide a year 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pandas as pd
 
-from reports import strict_json, validate
+from reports import fields, strict_json, validate
 from reports.errors import InputError
 from reports.identity import identity_fields
+from reports.jsonstream import JsonStream
 from reports.validate import warn
 
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "machine_id", "group", "name", "fullname", "case",
                "status"]
 JOURNAL_SUFFIX = ".journal"
-# extra_info fields whose name is a run column's: `device` is torch's device string (cuda:0), the run's `device`
-# column the device's name (NVIDIA H200), by which every report groups.
-RENAMED_EXTRA = {"device": "torch_device"}
-# Top-level fields of pytest-benchmark 2.5 to 5.x files plus the one this suite adds; others get a warning.
+ENTRY_LISTS = frozenset({"benchmarks", "not_measured"})
+# Top-level fields of pytest-benchmark 2.5 to 5.x files plus the ones this suite adds; others get a warning.
 KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
                 "incomplete_reason", "schema_version"}
+RUN_TREE = validate.tree(fields.RUN)
+ENTRY_TREE = validate.tree(fields.ENTRY)
+ENTRY_TREE_NO_SAMPLES = validate.tree({path: f for path, f in fields.ENTRY.items() if path != "stats.data"})
+STATS = {path.removeprefix("stats."): f.column for path, f in fields.ENTRY.items() if path.startswith("stats.")
+         and f.column}
+# extra_info fields inside an object of extra_info (telemetry.throttled -> throttled)
+NESTED_EXTRA = [(*key.split("."), f.column) for key, f in fields.EXTRA.items() if "." in key and f.column]
+# What a case's time is judged by: one of these that is no time makes the case invalid, not just left out.
+TIMING_FIELDS = ("stats=", "stats.median=", "extra_info.round_medians_s=")
+UNIQUE_TEXT = {"name", "fullname", "case"}  # columns whose text differs from row to row: not worth storing once
+SHARED_TEXT_CHARS = 64  # shorter text is stored once per load (a million rows of `float32` hold one string)
+# A loaded case costs up to about ROW_BYTES at the peak (tools/bench_load_speed.py: 0.85 KB for a million cases of
+# a plain pytest-benchmark file, 1.3 KB for this suite's, whose entries hold more fields); more than MAX_ROWS
+# cases are refused rather than filling the memory.
+ROW_BYTES = 1300
+MAX_ROWS = 2_000_000
+_MISSING = object()
 
 
 def sources(paths: list[str | Path]) -> list[tuple[Path, bool]]:
@@ -62,60 +89,139 @@ def expand(paths: list[str | Path]) -> list[Path]:
     return [path for path, _ in sources(paths)]
 
 
-def read_json(path: Path) -> dict:
-    """The parsed file, or an InputError naming the file and what is wrong with it (see reports.validate)."""
-    data = read_journal(path) if path.name.endswith(JOURNAL_SUFFIX) else _restored(path, validate.read_json(path))
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise InputError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
-    return data
+class Document:
+    """One results file or journal, read as it streams: `entries()` yields (list, entry) for every entry of
+    `benchmarks` and `not_measured`; once they are consumed, `top` holds the file's other top-level fields.
 
-
-def _restored(path: Path, document: object, where: str = "") -> object:
-    """The document with the non-finite values its writer listed under `nonfinite` back in place of their nulls
-    (reports/strict_json.py); an entry that cannot be used is a warning."""
-    for problem in strict_json.restore(document):
-        warn(f"{path}{where}: {problem}; ignored")
-    return document
-
-
-def read_journal(path: Path) -> dict:
-    """A journal as the results file its run did not get to write, marked incomplete.
-
-    The header line holds the run's machine and commit; each other line one case. A case measured in rounds has
-    a line after each round and its last line is its entry (a later line of the same `fullname` supersedes an
-    earlier one). A line cut short by the kill is left out with a warning.
+    Each value is checked for depth, and text with a lone surrogate is mended (counted in `mended`).
     """
-    lines = validate.decode(path, validate.read_bytes(path)).splitlines()
-    if not lines:
-        raise InputError(f"{path}: file is empty")
-    header = _restored(path, validate.parse_json(path, lines[0]), " (line 1)")
-    if not isinstance(header, dict) or "journal" not in header:
-        raise InputError(f"{path}: not a results journal (no header line)")
-    data = {key: header.get(key) for key in ("machine_info", "commit_info", "datetime", "version")}
-    data.update(benchmarks=[], not_measured=[], incomplete=True,
-                incomplete_reason="the run ended without writing its results; read from its journal")
-    latest: dict[object, tuple[str, object]] = {}  # by fullname (or line number when it has none): last wins
-    for number, line in enumerate(lines[1:], start=2):
-        try:
-            record = _restored(path, validate.parse_json(path, line), f" (line {number})")
-        except InputError as exc:
-            warn(f"{exc} (line {number}); left out")
-            continue
-        for key in ("benchmarks", "not_measured"):
-            if isinstance(record, dict) and key in record:
-                name = record[key].get("fullname") if isinstance(record[key], dict) else None
-                latest[name if isinstance(name, str) else number] = (key, record[key])
-    for key, entry in latest.values():
-        data[key].append(entry)
-    return data
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.top: dict[str, Any] = {}
+        self.mended = 0
+        self.nonfinite = strict_json.Listed([])  # the file's `nonfinite`, read before its entries (strict_json)
+        self.problems: list[str] = []  # the `nonfinite` entries that could not be used, once the file is read
+        self.level = 1  # how deep in the document the values being decoded sit (the top object is level 1)
+
+    def _mend(self, value: Any, text: str, start: int, end: int) -> Any:
+        if validate.SURROGATE_ESCAPE.search(text, start, end):
+            value, count = validate.without_surrogates(value)
+            self.mended += count
+        return value
+
+    def warn_problems(self) -> None:
+        for problem in self.problems:
+            warn(f"{self.path}: {problem}; ignored")
+
+    def entries(self) -> Iterator[tuple[str, Any]]:
+        with validate.open_text(self.path) as stream:
+            try:
+                if self.path.name.endswith(JOURNAL_SUFFIX):
+                    yield from self._journal(stream)
+                else:
+                    yield from self._results(stream)
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{self.path}: not UTF-8 text ({exc.reason})") from None
+            except RecursionError:
+                raise InputError(f"{self.path}: JSON nested too deep") from None
+            except OSError as exc:
+                raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+
+    def _results(self, stream: IO[str]) -> Iterator[tuple[str, Any]]:
+        reader = JsonStream(stream, self.path, max_value_chars=validate.MAX_FILE_BYTES, decoder=validate.DECODER,
+                            big_numbers=validate.BIG_NUMBERS, prefix="not valid JSON: ")
+
+        def on_value(value: Any, start: int, end: int) -> Any:
+            validate.checked_depth(self.path, value, self.level, reader.buf, start, end)
+            return self._mend(value, reader.buf, start, end)
+
+        reader.on_value = on_value
+        first = reader.peek()
+        if not first:
+            raise InputError(f"{self.path}: file is empty")
+        if first != "{":
+            for _ in reader.array() if first == "[" else [reader.value()]:
+                pass
+            raise InputError(f"{self.path}: not a pytest-benchmark result (no 'benchmarks' list)")
+        lists = set()
+        for key, value in reader.members(ENTRY_LISTS):
+            if key == strict_json.NONFINITE:
+                self.nonfinite = strict_json.Listed(value)
+                continue
+            if not isinstance(value, Iterator):
+                self.top[key] = value
+                continue
+            lists.add(key)
+            self.level = 2
+            for index, entry in enumerate(value):
+                self.nonfinite.restore(entry, (key, str(index)))
+                yield key, entry
+            self.level = 1
+        self.nonfinite.restore(self.top, skip=ENTRY_LISTS)
+        self.problems = self.nonfinite.unused()
+        if reader.peek():
+            reader.fail("unexpected data after the end of the document")
+        if "benchmarks" not in lists:
+            raise InputError(f"{self.path}: not a pytest-benchmark result (no 'benchmarks' list)")
+
+    def _journal(self, stream: IO[str]) -> Iterator[tuple[str, Any]]:
+        """A journal as the results file its run did not get to write, marked incomplete.
+
+        The header line holds the run's machine and commit; each other line one case. A case measured in rounds
+        has a line after each round and its last line is its entry (a later line of the same `fullname` supersedes
+        an earlier one: a first reading finds each case's last line, so no entry is held meanwhile). A line cut
+        short by the kill is left out with a warning.
+        """
+        last = {case: number for number, case, _, _ in self._journal_lines(stream, quiet=True)}
+        stream.seek(0)
+        for number, case, key, entry in self._journal_lines(stream, quiet=False):
+            if last[case] == number:
+                yield key, entry
+        if not self.top:
+            raise InputError(f"{self.path}: file is empty")
+
+    def _journal_lines(self, stream: IO[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
+        """(line number, the case's fullname or else the line number, list, entry) of each entry line; the header
+        line sets `top`."""
+        header = None
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = self._mend(validate.parse_json(self.path, line), line, 0, len(line))
+                unusable = strict_json.restore(record)  # each line is a document with its own `nonfinite`
+            except InputError as exc:
+                if header is None:
+                    raise
+                if not quiet:
+                    warn(f"{exc} (line {number}); left out")
+                continue
+            if not quiet:
+                self.problems += [f"line {number}: {problem}" for problem in unusable]
+            if header is None:
+                if not isinstance(record, dict) or "journal" not in record:
+                    raise InputError(f"{self.path}: not a results journal (no header line)")
+                header = record
+                self.top = {key: header[key] for key in ("machine_info", "commit_info", "datetime", "version")
+                            if key in header}
+                self.top.update(incomplete=True, incomplete_reason="the run ended without writing its results; "
+                                "read from its journal")
+                continue
+            for key in ENTRY_LISTS:
+                if isinstance(record, dict) and key in record:
+                    entry = record[key]
+                    name = entry.get("fullname") if isinstance(entry, dict) else None
+                    yield number, name if isinstance(name, str) else number, key, entry
 
 
 def device_name(machine_info: dict) -> str:
     """The device, and with several ranks how many (`... x 16 ranks on 2 nodes`): a run under torchrun is one
-    machine whose identity includes its world size, never compared as if it were one device."""
+    machine whose identity includes its world size, never compared as if it were one device.
+    (machine_info as reports.validate.checked gives it: every field of its type.)"""
     name = single_device_name(machine_info)
-    dist = machine_info.get("distributed") if isinstance(machine_info.get("distributed"), dict) else {}
-    world, nodes = dist.get("world_size") or 1, dist.get("nodes") or 1
+    dist = machine_info.get("distributed", {})
+    world, nodes = dist.get("world_size", 1), dist.get("nodes", 1)
     if world > 1:
         name += f" x {world} ranks" + (f" on {nodes} nodes" if nodes > 1 else "")
     return name
@@ -127,11 +233,10 @@ def single_device_name(machine_info: dict) -> str:
     The thread count is part of a CPU device: a 1-thread and a 2-thread run of one CPU are different compute
     devices, and `compare` should not call the difference a regression.
     """
-    gpu = machine_info.get("gpu") or {}
+    gpu = machine_info.get("gpu", {})
     if gpu.get("name"):
         return gpu["name"]
-    ours = machine_info.get("cpu_info") or {}
-    cpu = machine_info.get("cpu") if isinstance(machine_info.get("cpu"), dict) else {}
+    ours, cpu = machine_info.get("cpu_info", {}), machine_info.get("cpu", {})
     brand = ours.get("model") or cpu.get("brand_raw") or cpu.get("brand")
     if brand and ours.get("torch_threads"):
         threads = ours["torch_threads"]
@@ -139,115 +244,223 @@ def single_device_name(machine_info: dict) -> str:
     return brand or machine_info.get("processor") or machine_info.get("node") or "unknown"
 
 
-def run_fields(path: Path, data: dict) -> dict:
-    """The columns every row of one file shares: which run, on which machine and device."""
-    machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
-    commit = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else {}
+def run_fields(path: Path, top: dict) -> dict:
+    """The columns every row of one file shares: which run, on which machine and device (warning about the
+    fields that cannot be right)."""
+    bad: list[str] = []
+    run = validate.checked(RUN_TREE, top, "", bad)
+    if bad:
+        warn(f"{path}: left out what cannot be right: {', '.join(bad)}")
+    machine = run.get("machine_info", {})
     device = device_name(machine)
-    fields = {"file": str(path), "datetime": data.get("datetime"), "commit": commit.get("id"),
-              "machine": machine.get("node"), "device": device} | identity_fields(machine, device)
-    if data.get("incomplete") is True:  # the run was cut short: its missing cases were not measured, not removed
-        reason = data.get("incomplete_reason")
-        fields["incomplete_reason"] = reason if isinstance(reason, str) and reason else "no reason recorded"
-    return fields
+    columns = {"file": str(path), "datetime": run.get("datetime"), "commit": run.get("commit_info", {}).get("id"),
+               "machine": machine.get("node"), "device": device} | identity_fields(machine, device)
+    if run.get("incomplete") is True:  # the run was cut short: its missing cases were not measured, not removed
+        columns["incomplete_reason"] = run.get("incomplete_reason") or "no reason recorded"
+    return columns
 
 
-def _scalar(value: object) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
+def read_json(path: Path) -> dict:
+    """A results file or journal as one document, as written: `benchmarks`, `not_measured` and its other
+    top-level fields (a journal's as the results file its run did not write, marked incomplete). For a program
+    reading back a run it started (reports.readback); the checked view of the entries is `load`'s frame."""
+    document = Document(path)
+    data: dict[str, Any] = {key: [] for key in ENTRY_LISTS}
+    for key, entry in document.entries():
+        data[key].append(entry)
+    document.warn_problems()
+    return {**document.top, **data}
 
 
-def _row(path: Path, run: dict, bench: dict, measured: bool) -> dict:
-    extra = bench.get("extra_info") if isinstance(bench.get("extra_info"), dict) else {}
-    params = bench.get("params") if isinstance(bench.get("params"), dict) else {}
-    row = dict(run)
-    row.update({key: validate.text_field(bench.get(key)) for key in ("group", "name", "fullname")})
-    row["case"] = validate.text_field(extra.get("case") or bench.get("fullname") or bench.get("name"))
-    status = extra.get("status", "ok" if measured else "error")
-    row["status"] = validate.text_field(status)
+def machine_info(path: Path) -> dict:
+    """A file's machine_info, checked (for readers of fields the frame does not hold, such as the peaks); the
+    file was loaded before, so what cannot be right was warned about then and is left out quietly now."""
+    document = Document(path)
+    for _ in document.entries():
+        pass
+    return validate.checked(RUN_TREE, document.top, "", []).get("machine_info", {})
+
+
+def _column(candidates: list[str], row: dict) -> str | None:
+    """The first of these column names that is neither reserved nor taken in the row."""
+    return next((c for c in candidates if c not in fields.RESERVED and c not in row), None)
+
+
+def entry_row(path: Path, key: str, raw: Any, samples: bool) -> dict | None:
+    """One entry as the row's own columns (the run's are added by the caller), or None when it has no name."""
+    bad: list[str] = []
+    entry = validate.checked(ENTRY_TREE if samples else ENTRY_TREE_NO_SAMPLES, raw, "", bad) if isinstance(
+        raw, dict) else {}
+    extra, params = entry.get("extra_info", {}), entry.get("params", {})
+    row = {column: entry.get(column) for column in ("group", "name", "fullname")}
+    row["case"] = extra.get("case") or row["fullname"] or row["name"]
     where = f"{path}: case {row['case']!r:.120}"
-    axes = []  # the columns that hold the case's axes (levers pair cases on them); a param named like a run
-    for key, value in params.items():  # column (`device`, `file`) keeps its own column, never the run's
-        column = str(key) if str(key) not in row else f"param_{key}"
+    measured = key == "benchmarks"
+    timing = [b for b in bad if b.startswith(TIMING_FIELDS)] if measured else []
+    if len(bad) > len(timing):
+        warn(f"{where}: left out what cannot be right: {', '.join(b for b in bad if b not in timing)}")
+    if not (row["name"] or row["fullname"]):
+        return None
+    row["status"] = extra.get("status", "ok" if measured else "error")
+    axes = []  # the columns that hold the case's axes (levers pair cases on them)
+    for name, value in params.items():
+        if name in fields.RESERVED or (name in fields.TYPED_EXTRA and extra.get(name, _MISSING) != value):
+            column = _column([f"param_{name}"], row)
+        else:
+            column = name if name not in row else _column([f"param_{name}"], row)
+        if column is None:
+            warn(f"{where}: params.{name} left out: its column and param_{name} are both taken")
+            continue
         axes.append(column)
-        row[column] = value if _scalar(value) else str(value)
+        row[column] = value
     row["param_names"] = ",".join(axes)
-    for key, value in validate.figures(where, extra).items():
-        if key not in ("case", "status"):
-            key = RENAMED_EXTRA.get(key, key)
-            row[key if key not in row else f"extra_{key}"] = value
-    telemetry = extra.get("telemetry")
-    if isinstance(telemetry, dict):
-        if "throttled" in telemetry:
-            row["throttled"] = bool(telemetry["throttled"])
-        if isinstance(telemetry.get("sm_clock_median_mhz"), int | float):
-            row["sm_clock_mhz"] = float(telemetry["sm_clock_median_mhz"])
+    for name, value in extra.items():
+        described = fields.EXTRA.get(name)
+        if described is None:
+            column = name if name not in fields.RESERVED and name not in row else _column([f"extra_{name}"], row)
+            if column is None:
+                warn(f"{where}: extra_info.{name} left out: its column and extra_{name} are both taken")
+            else:
+                row[column] = value
+        elif described.kind is not fields.OBJECT and name not in ("case", "status") and described.column not in row:
+            row[described.column] = value  # (a param of this name holding the same value has the column)
+    for outer, inner, column in NESTED_EXTRA:
+        value = extra.get(outer, {}).get(inner)
+        if value is not None:
+            row[column] = value
     if measured:
-        columns, invalid = validate.stats_columns(where, bench.get("stats"))
-        row.update(columns)
-        if invalid:  # listed with what was wrong, never as "ok" without a time
-            warn(f"{where}: {invalid}; listed as invalid")
-            row.update(status="invalid", reason=invalid)
+        _add_stats(row, entry, timing, where)
     return row
 
 
-def _entries(path: Path, data: dict, key: str) -> list[dict]:
-    """The usable entries of one list; malformed ones are warned about and left out."""
-    entries = data.get(key) or []
-    if not isinstance(entries, list):
-        warn(f"{path}: '{key}' is not a list; ignored")
-        return []
-    good = [e for e in entries if isinstance(e, dict) and (e.get("name") or e.get("fullname"))]
-    if len(good) < len(entries):
-        warn(f"{path}: {len(entries) - len(good)} entries of '{key}' have no name; ignored")
-    return good
+def _add_stats(row: dict, entry: dict, timing: list[str], where: str) -> None:
+    """The stats as columns; without a usable median (`timing` says what was wrong with it, if it was there), or
+    with statistics that contradict each other, the case is invalid with why, never "ok" without a time."""
+    columns = {STATS[name]: value for name, value in entry.get("stats", {}).items()}
+    invalid = validate.contradiction(columns)
+    if invalid:  # which of them is wrong cannot be told: none is shown
+        columns = {k: v for k, v in columns.items() if k == "rounds"}
+    elif "median_s" not in columns:
+        invalid = timing[0] if timing else "stats.median is absent" if "stats" in entry else "no stats"
+    elif timing:  # a round median that is no time: the case's run-to-run noise cannot be told
+        invalid = timing[0]
+    row.update(columns)
+    if invalid:
+        warn(f"{where}: {invalid}; listed as invalid")
+        row.update(status="invalid", reason=invalid)
 
 
-def _unique(path: Path, rows: list[dict]) -> list[dict]:
-    """The first row of each case; a case listed twice in one run is a warning, not two measurements."""
+class TooManyRows(InputError):
+    """More cases than a report holds in memory: refused with the numbers, whatever file it is in."""
+
+
+class Columns:
+    """Rows kept as one list per column: a dict per row of a million-case file would hold several times the
+    memory. Short repeated text is stored once."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, list] = {}
+        self.length = 0
+        self.shared: dict[str, str] = {}
+        self.last: tuple[tuple[str, ...], list[list]] = ((), [])  # the previous row's keys and their columns
+
+    def append(self, row: dict) -> None:
+        shared = self.shared
+        keys, columns = self.last
+        if tuple(row) != keys:  # (most rows of a file have the keys of the row before: their columns are aligned)
+            keys, columns = tuple(row), [self._column(key) for key in row]
+            self.last = keys, columns
+        for key, column, value in zip(keys, columns, row.values(), strict=True):
+            if type(value) is str and len(value) <= SHARED_TEXT_CHARS and key not in UNIQUE_TEXT:
+                value = shared.setdefault(value, value)
+            column.append(value)
+        self.length += 1
+
+    def _column(self, key: str) -> list:
+        """The column of this name, padded to the rows so far."""
+        column = self.data.setdefault(key, [])
+        column.extend([None] * (self.length - len(column)))
+        return column
+
+    def fill(self, values: dict, start: int) -> None:
+        """Give rows start.. (one file's) the same value in each of these columns."""
+        self.last = ((), [])
+        for key, value in values.items():
+            column = self.data.setdefault(key, [])
+            column.extend([None] * (start - len(column)))
+            column.extend([value] * (self.length - start))
+
+    def drop_from(self, start: int) -> None:
+        """Forget rows start.. (a file that turned out unreadable half way)."""
+        self.last = ((), [])
+        for column in self.data.values():
+            del column[start:]
+        self.length = start
+
+    def frame(self, first: list[str]) -> pd.DataFrame:
+        """The rows as a DataFrame, `first` columns first; each list is freed once its column is made."""
+        order = [c for c in first if c in self.data] + [c for c in self.data if c not in first]
+        columns = {}
+        for key in order:
+            values = self.data.pop(key)
+            values.extend([None] * (self.length - len(values)))
+            columns[key] = pd.Series(values, name=key)
+            del values
+        columns["datetime"] = pd.to_datetime(columns["datetime"], utc=True)
+        return pd.DataFrame(columns, copy=False)
+
+
+def _read_file(path: Path, table: Columns, samples: bool) -> None:
+    """Every usable entry of one file appended to the table, then the run's columns for them."""
+    start = table.length
+    document = Document(path)
     seen: set[str] = set()
-    kept = []
-    for row in rows:
-        if row["case"] in seen:
+    nameless = dict.fromkeys(ENTRY_LISTS, 0)
+    for key, raw in document.entries():
+        row = entry_row(path, key, raw, samples)
+        if row is None:
+            nameless[key] += 1
+        elif row["case"] in seen:
             warn(f"{path}: duplicate case {row['case']!r}; the first entry is used")
-            continue
-        seen.add(row["case"])
-        kept.append(row)
-    return kept
-
-
-def rows_of(path: Path) -> list[dict]:
-    """One row per measured benchmark and per case recorded as not measured."""
-    data = read_json(path)
-    unknown = sorted(set(data) - KNOWN_FIELDS)
+        elif table.length >= MAX_ROWS:
+            raise TooManyRows(f"{path}: at its case {len(seen) + 1}, over the {MAX_ROWS} cases a report holds "
+                              f"(about {ROW_BYTES * MAX_ROWS / 1e9:.1f} GB as a table); read fewer files")
+        else:
+            seen.add(row["case"])
+            table.append(row)
+    for key, count in nameless.items():
+        if count:
+            warn(f"{path}: {count} entries of '{key}' have no name; ignored")
+    if document.mended:
+        warn(f"{path}: {document.mended} lone UTF-16 surrogate(s) in its text, shown as U+FFFD")
+    document.warn_problems()
+    unknown = sorted(set(document.top) - KNOWN_FIELDS)
     if unknown:
         warn(f"{path}: unknown top-level field(s) {', '.join(unknown)}; ignored")
-    run = run_fields(path, data)
-    rows = [_row(path, run, b, True) for b in _entries(path, data, "benchmarks")]
-    rows += [_row(path, run, b, False) for b in _entries(path, data, "not_measured")]
-    return _unique(path, rows)
+    if document.top.get("not_measured") is not None:
+        warn(f"{path}: 'not_measured' is not a list; ignored")
+    table.fill(run_fields(path, document.top), start)
 
 
-def _timestamps(values: pd.Series) -> pd.Series:
-    """ISO datetimes as UTC timestamps; naive ones (pytest-benchmark before 5.0 wrote utcnow()) are UTC."""
-    return pd.to_datetime(values, utc=True, errors="coerce", format="ISO8601")
+def load(paths: list[str | Path], samples: bool = True) -> pd.DataFrame:
+    """Every case of every file as one DataFrame; an InputError when nothing at all can be read.
 
-
-def load(paths: list[str | Path]) -> pd.DataFrame:
-    """Every case of every file as one DataFrame; an InputError when nothing at all can be read."""
-    rows: list[dict] = []
+    `samples=False` leaves the raw samples out (no `samples_s` column): every report but `compare` does without
+    them, and they are most of the bytes.
+    """
+    table = Columns()
     for path, named in sources(paths):
+        start = table.length
         try:
-            rows.extend(rows_of(path))
+            _read_file(path, table, samples)
         except InputError as exc:
-            if named:
+            table.drop_from(start)
+            if named or isinstance(exc, TooManyRows):
                 raise
             warn(f"{exc}; skipped")
-    if not rows:
+    if not table.length:
         raise InputError(f"{', '.join(map(str, paths))}: no benchmark entries")
-    frame = pd.DataFrame(rows)
-    frame["datetime"] = _timestamps(frame["datetime"])
-    ordered = [c for c in RUN_COLUMNS if c in frame.columns]
-    return frame[ordered + [c for c in frame.columns if c not in ordered]]
+    return table.frame(RUN_COLUMNS)
 
 
 def output_dir(path: str | Path) -> Path:

@@ -3,7 +3,8 @@
 A run records the datasheet peaks of its GPU (`machine_info.gpu.peaks`: FLOP/s per dtype and bandwidth, with
 their source) and the achievable peaks found by the search (`machine_info.achievable`: the best gemm FLOP/s per
 dtype and the best copy/triad bandwidth on that machine). The frame of reports.load keeps only per-case
-columns, so this reads the machine_info of each device's latest run from its file again.
+columns, so this reads the machine_info of each device's latest run from its file again (every field checked by
+reports.load.machine_info, so a value read here has its type).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 
 from reports.dtypes import DTYPE_ORDER
 from reports.errors import InputError
-from reports.load import read_json, warn
+from reports.load import machine_info, warn
 
 COLUMNS = ["device", "kind", "dtype", "value", "at", "how"]  # dtype `bandwidth`: value in bytes/s
 
@@ -54,11 +55,11 @@ def peaks(frame: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
     for device, file in runs.itertuples(index=False):
         try:
-            machine = read_json(Path(file)).get("machine_info") or {}
+            machine = machine_info(Path(file))
         except InputError as exc:
             warn(f"peaks of {device}: {exc}")
             continue
-        rows += _rows(str(device), machine if isinstance(machine, dict) else {})
+        rows += _rows(str(device), machine)
     table = pd.DataFrame(rows, columns=COLUMNS)
     datasheet = table[table["kind"] == "datasheet"].drop_duplicates(["device", "dtype"], keep="last")
     achievable = table[table["kind"] == "achievable"].sort_values("value", kind="stable")

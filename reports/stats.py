@@ -12,8 +12,14 @@ any time scale. The penalty is `6 sigma^2 log(n)`, with sigma the run-to-run noi
 median absolute first difference (a step moves one difference only, so it barely moves the estimate). A segment
 of L runs shifted by d is then kept when L (d / sigma)^2 > 6 log(n): a 30 % step over 2 % noise is named on
 the very run it happens, a 5 % one after about three runs, and two unlucky runs at 2.7 sigma are not a step
-(BIC's factor 2 let those through in tests on simulated noise). Finally, steps smaller than the minimum
-effect are merged away, smallest first, so only changes a user would care about (default 5 %) are named.
+(BIC's factor 2 let those through in tests on simulated noise).
+
+A change must last before it is a step: a segment of fewer than MIN_RUNS runs is no level, and is merged into
+the neighbour whose level is closer to its own, shortest first. So every step has MIN_RUNS runs or more on each
+side: a one-night spike (a neighbour's job, a throttled GPU) or a two-night one is never a step, a change in
+the newest runs is named once it has held for MIN_RUNS of them (a single night is `compare`'s to judge), and a
+series of fewer than 2 x MIN_RUNS runs has no step at all. Finally, steps smaller than the minimum effect are
+merged away, smallest first, so only changes a user would care about (default 5 %) are named.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import numpy as np
 
 NOISE_FLOOR = 0.005  # log units (0.5 %): identical reruns must not make every wiggle a step
 PENALTY = 6.0
+MIN_RUNS = 3  # runs on each side of a step
 
 
 @dataclass(frozen=True)
@@ -79,15 +86,38 @@ def _levels(medians: np.ndarray, cuts: list[int]) -> list[float]:
     return [float(np.median(medians[a:b])) for a, b in itertools.pairwise(bounds)]
 
 
-def steps(medians: list[float] | np.ndarray, min_effect: float = 0.05,
-          penalty_scale: float = PENALTY) -> list[LevelShift]:
-    """The steps of a series of run medians (seconds, oldest first) whose size is at least min_effect."""
+def lasting(medians: np.ndarray, cuts: list[int], min_runs: int) -> list[int]:
+    """The cuts with every segment at least min_runs long: the shortest shorter one is merged into the neighbour
+    whose level is closer to its own (the only one at either end of the series), until none is left."""
+    cuts = list(cuts)
+    while len(cuts) > 1:
+        lengths = np.diff([*cuts, len(medians)])
+        short = int(np.argmin(lengths))
+        if lengths[short] >= min_runs:
+            break
+        levels = np.log(_levels(medians, cuts))
+        if short == 0:
+            del cuts[1]
+        elif short == len(cuts) - 1 or abs(levels[short] - levels[short - 1]) <= abs(levels[short] -
+                                                                                     levels[short + 1]):
+            del cuts[short]  # into the segment before it
+        else:
+            del cuts[short + 1]  # into the segment after it
+    return cuts
+
+
+def steps(medians: list[float] | np.ndarray, min_effect: float = 0.05, penalty_scale: float = PENALTY,
+          min_runs: int = MIN_RUNS) -> list[LevelShift]:
+    """The steps of a series of run medians (seconds, oldest first) whose size is at least min_effect, each with
+    min_runs runs or more on either side."""
+    if not (np.isfinite(min_effect) and min_effect >= 0):
+        raise ValueError(f"min_effect {min_effect!r}: must be a finite fraction >= 0")
     medians = np.asarray(medians, dtype=float)
-    if len(medians) < 2 or not np.all(medians > 0):
+    if len(medians) < 2 * min_runs or not np.all(medians > 0):
         return []
     y = np.log(medians)
     penalty = penalty_scale * noise(y) ** 2 * np.log(len(y))
-    cuts = partition(y, penalty)
+    cuts = lasting(medians, partition(y, penalty), min_runs)
     while len(cuts) > 1:
         levels = _levels(medians, cuts)
         sizes = [abs(np.log(b / a)) for a, b in itertools.pairwise(levels)]

@@ -213,7 +213,7 @@ def render(frame: pd.DataFrame, fmt: str, extra: tuple[str, ...] = (), width: in
 
 
 def run(args: argparse.Namespace) -> int:
-    frame = load(args.results)
+    frame = load(args.results, samples=False)
     if args.group:
         frame = frame[frame["group"] == args.group]
     print(render(frame, "github" if args.markdown else "simple", ("torch",) if args.torch else (), terminal_width(),

@@ -2,42 +2,45 @@
 
 Results and traces come from other machines, other projects and truncated nightly jobs. What cannot be used is
 an InputError (one line naming the file, exit 2); what can be worked around is a warning naming the file and
-the case, and the value that cannot be right is left out rather than shown:
+the field (and the case), and the value that cannot be right is left out rather than shown:
 
 - only regular files are opened (a FIFO named *.json would block forever, a link to /dev/zero would fill the
   memory), and no file over MAX_FILE_BYTES is read;
 - JSON nested deeper than MAX_DEPTH, integers too long for Python's int parser, gzip-compressed or UTF-16 text
-  are named as such;
-- a time must be a positive finite number of seconds (a zero, negative, NaN or infinite median is not a
-  measurement), raw samples a list of them; a figure (`tflops`, `gbps`, ...) must be a number.
+  are named as such; text holding a lone UTF-16 surrogate (`"\\ud800"`, which no terminal, file name or page
+  can encode) is shown with U+FFFD in its place;
+- every field a report reads is checked against its type in reports.fields (`checked`): a time within
+  a picosecond and 11 days, a figure a number, a flag true or false, a count a whole number, a date a date;
+- a measured entry's statistics must agree with each other (min <= q1 <= median <= q3 <= max, the mean within
+  min and max): statistics that contradict each other are not shown, the case is `invalid` with why.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import re
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from reports.errors import InputError
+from reports.fields import Field
 
 MAX_FILE_BYTES = 1 << 30  # results with a million raw samples per case are ~20 MB; traces of a few hundred MB
 MAX_DEPTH = 64  # pytest-benchmark files nest 5 deep, Kineto traces 4
 MAX_INT_DIGITS = 300  # beyond a float's range; longer integers are parsed as floats (inf), then rejected
 GZIP_MAGIC = b"\x1f\x8b"
-
-# Stats that are durations (must be > 0) and spreads (must be >= 0), with the frame column each becomes.
-TIME_STATS = {"median": "median_s", "mean": "mean_s", "min": "min_s", "max": "max_s", "q1": "q1_s", "q3": "q3_s"}
-SPREAD_STATS = {"stddev": "stddev_s", "iqr": "iqr_s"}
-# extra_info fields that are figures: a number or absent. rel_iqr and error_rel may be infinite (a spread that
-# never settled, an overflowed result); the others must be finite and not negative.
-FIGURES = {"flops", "bytes", "tflops", "gbps", "pct_peak", "peak_mem_bytes", "tokens_per_s", "samples_per_s", "mfu",
-           "compile_s", "enqueue_s", "device_s", "step_wall_s", "device_busy_s", "pct_achievable", "algbw_gbps",
-           "busbw_gbps", "bytes_per_param"}
-MAY_BE_INFINITE = {"rel_iqr", "error_rel"}
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's escape of a UTF-16 surrogate (valid pairs too)
+SURROGATE = re.compile("[\ud800-\udfff]")
+# Order the statistics of one sample must have: each of these at most the next.
+ORDER = (("min_s", "q1_s"), ("q1_s", "median_s"), ("median_s", "q3_s"), ("q3_s", "max_s"), ("min_s", "median_s"),
+         ("median_s", "max_s"), ("min_s", "mean_s"), ("mean_s", "max_s"))
+CONTAINERS = frozenset({dict, list})
+SLACK = 1e-9  # relative: statistics written as decimal text round in their last digits
 
 
 def warn(message: str) -> None:
@@ -45,8 +48,8 @@ def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; anything else is an InputError naming what it is."""
+def _open_regular(path: Path, limit: int) -> int:
+    """A read-only descriptor of a regular file of at most `limit` bytes; anything else is an InputError."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open itself
     except OSError as exc:
@@ -57,6 +60,16 @@ def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
             raise InputError(f"{path}: not a regular file ({kind_of(info.st_mode)})")
         if info.st_size > limit:
             raise InputError(f"{path}: {info.st_size} bytes, over the {limit} bytes a report reads")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; anything else is an InputError naming what it is."""
+    fd = _open_regular(path, limit)
+    try:
         with os.fdopen(os.dup(fd), "rb") as fh:
             data = fh.read(limit + 1)
     except OSError as exc:
@@ -66,6 +79,26 @@ def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
     if len(data) > limit:
         raise InputError(f"{path}: grew past the {limit} bytes a report reads while being read")
     return data
+
+
+def open_text(path: Path, limit: int = MAX_FILE_BYTES) -> IO[str]:
+    """A regular file of at most `limit` bytes as UTF-8 text to read in pieces (a UTF-8 byte order mark is
+    skipped); gzip and UTF-16 are named, an empty file is an InputError."""
+    fd = _open_regular(path, limit)
+    raw = os.fdopen(fd, "rb")
+    try:
+        head = raw.read(4)
+        _check_encoding(path, head)
+        if not head:
+            raise InputError(f"{path}: file is empty")
+        raw.seek(0)
+    except OSError as exc:
+        raw.close()
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except InputError:
+        raw.close()
+        raise
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict")
 
 
 def check_regular(path: Path) -> None:
@@ -86,12 +119,16 @@ def kind_of(mode: int) -> str:
     return "not a plain file"
 
 
+def _check_encoding(path: Path, head: bytes) -> None:
+    if head.startswith(GZIP_MAGIC):
+        raise InputError(f"{path}: gzip-compressed; decompress it first (gunzip)")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(f"{path}: UTF-16 text; results files are UTF-8")
+
+
 def decode(path: Path, data: bytes) -> str:
     """UTF-8 text (a UTF-8 byte order mark is accepted); gzip and UTF-16 are named, not misread."""
-    if data.startswith(GZIP_MAGIC):
-        raise InputError(f"{path}: gzip-compressed; decompress it first (gunzip)")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise InputError(f"{path}: UTF-16 text; results files are UTF-8")
+    _check_encoding(path, data[:4])
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -102,19 +139,32 @@ def _int(text: str) -> int | float:
     return int(text) if len(text) <= MAX_INT_DIGITS else float(text)
 
 
+# Integers are parsed by Python's own int unless one is too long for it (over sys.get_int_max_str_digits(), 4300 by
+# default, or any length when that limit is off: then every integer goes through _int, and none costs quadratic time).
+BIG_NUMBERS = json.JSONDecoder(parse_int=_int)
+DECODER = json.JSONDecoder() if 0 < sys.get_int_max_str_digits() <= 4300 else BIG_NUMBERS
+
+
 def parse_json(path: Path, text: str) -> Any:
     """The parsed document; malformed, too deep or too long numbers are an InputError naming the file."""
     try:
-        data = json.loads(text, parse_int=_int)
+        data = BIG_NUMBERS.decode(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON, truncated? ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deep") from None
     except ValueError as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
-    if depth(data) > MAX_DEPTH:
+    return checked_depth(path, data, 0, text)
+
+
+def checked_depth(path: Path, value: Any, level: int, text: str, start: int = 0, end: int | None = None) -> Any:
+    """value, decoded from text[start:end], unless it nests deeper than MAX_DEPTH levels below `level` (an
+    InputError). The walk is spared when the text opens too few brackets to nest that deep."""
+    if text.count("[", start, end) + text.count("{", start, end) + level > MAX_DEPTH and depth(value) + level > \
+            MAX_DEPTH:
         raise InputError(f"{path}: JSON nested deeper than {MAX_DEPTH} levels")
-    return data
+    return value
 
 
 def depth(value: Any) -> int:
@@ -127,90 +177,113 @@ def depth(value: Any) -> int:
         elif not isinstance(item, list):
             continue
         deepest = max(deepest, level)
-        if level <= MAX_DEPTH:
-            stack.extend((child, level + 1) for child in item if isinstance(child, dict | list))
+        if level <= MAX_DEPTH and not CONTAINERS.isdisjoint(map(type, item)):  # (a list of a million floats is
+            stack.extend((child, level + 1) for child in item if isinstance(child, dict | list))  # scanned in C)
     return deepest
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file, through every check above."""
+    """A JSON file, through every check above, whole (for small files; reports.load streams results)."""
     text = decode(path, read_bytes(path))
     if not text.strip():
         raise InputError(f"{path}: file is empty")
     return parse_json(path, text)
 
 
-def number(value: Any) -> float | None:
-    """A real number as float, or None for anything else (bools, strings, lists, integers too large)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        return float(value)
-    except OverflowError:
-        return None
+def without_surrogates(value: Any) -> tuple[Any, int]:
+    """value with every lone UTF-16 surrogate in its text (keys too) replaced by U+FFFD, and how many were."""
+    if isinstance(value, str):
+        return SURROGATE.subn("\ufffd", value)
+    if isinstance(value, list):
+        pairs = [without_surrogates(item) for item in value]
+        return [item for item, _ in pairs], sum(n for _, n in pairs)
+    if isinstance(value, dict):
+        pairs = [(without_surrogates(key), without_surrogates(item)) for key, item in value.items()]
+        return {key: item for (key, _), (item, _) in pairs}, sum(a + b for (_, a), (_, b) in pairs)
+    return value, 0
 
 
-def positive_time(value: Any) -> float | None:
-    x = number(value)
-    return x if x is not None and math.isfinite(x) and x > 0 else None
+class Node:
+    """A described field and the fields below it: reports.fields' dotted table as a tree, walked once per value
+    (per entry of a million-case file: what a check needs is kept on the node)."""
+
+    __slots__ = ("any", "check", "children", "expect", "field", "leaf", "open")
+
+    def __init__(self) -> None:
+        self.field: Field | None = None
+        self.children: dict[str, Node] = {}
+        self.any: Node | None = None  # the `*` member
+        self.check, self.expect, self.open, self.leaf = None, "", False, True
+
+    def describe(self, described: Field) -> None:
+        self.field, self.check, self.expect, self.open = described, described.kind.check, described.kind.expect, \
+            described.open
 
 
-def stats_columns(where: str, stats: Any) -> tuple[dict[str, Any], str | None]:
-    """The usable stats of one entry as frame columns, and why the entry has no usable median (or None).
-
-    Columns that cannot be right are left out, with one warning naming the entry and the fields.
-    """
-    if not isinstance(stats, dict):
-        return {}, "no stats" if stats is None else f"stats is a {type(stats).__name__}, not an object"
-    columns: dict[str, Any] = {}
-    bad = []
-    for key, column in TIME_STATS.items():
-        if key in stats:
-            value = positive_time(stats[key])
-            if value is None:
-                bad.append(f"{key}={stats[key]!r:.40}")
+def tree(table: dict[str, Field]) -> Node:
+    root = Node()
+    for path, described in table.items():
+        node = root
+        for part in path.split("."):
+            node.leaf = False
+            if part == "*":
+                node.any = node.any or Node()
+                node = node.any
             else:
-                columns[column] = value
-    for key, column in SPREAD_STATS.items():
-        value = number(stats.get(key))
-        if key in stats and (value is None or not math.isfinite(value) or value < 0):
-            bad.append(f"{key}={stats[key]!r:.40}")
-        elif value is not None:
-            columns[column] = value
-    rounds = number(stats.get("rounds"))
-    if rounds is not None and math.isfinite(rounds) and rounds >= 1:
-        columns["rounds"] = int(rounds)
-    data = stats.get("data")
-    if data is not None:
-        if isinstance(data, list) and data and all(positive_time(x) is not None for x in data):
-            columns["samples_s"] = [float(x) for x in data]
-        else:
-            bad.append("data (not a list of positive finite times)")
-    if bad:
-        warn(f"{where}: left out stats that cannot be right: {', '.join(bad)}")
-    if "median_s" not in columns:
-        median = stats.get("median", "absent")
-        return columns, f"stats.median is {median!r:.40}, not a positive finite time"
-    return columns, None
+                node = node.children.setdefault(part, Node())
+        node.describe(described)
+    return root
 
 
-def figures(where: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """extra_info with figures that are not numbers (or are negative, or not finite where they must be) left out."""
-    kept, bad = {}, []
-    for key, value in extra.items():
-        if key in FIGURES or key in MAY_BE_INFINITE:
-            x = number(value)
-            ok = x is not None and not math.isnan(x) and (x >= 0 if key in FIGURES else True) and (
-                math.isfinite(x) or key in MAY_BE_INFINITE)
-            if not ok and value is not None:
-                bad.append(f"{key}={value!r:.40}")
-                continue
-        kept[key] = value
-    if bad:
-        warn(f"{where}: left out figures that cannot be right: {', '.join(bad)}")
-    return kept
+def shown(value: Any) -> str:
+    """A value as a warning shows it: short, and never the whole of a million-element list."""
+    if isinstance(value, list | dict):
+        return f"a {'list' if isinstance(value, list) else 'object'} of {len(value)}"
+    return f"{value!r:.40}"
 
 
-def text_field(value: Any) -> str | None:
-    """A name-like field as a string (None stays None): a number or a list where a name belongs is shown as text."""
-    return value if value is None or isinstance(value, str) else json.dumps(value)[:200]
+def checked(node: Node, value: Any, path: str, bad: list[str]) -> Any:
+    """value as the reports use it, if it has its field's type; else None, with `path=value (expected)` added
+    to `bad`. An object keeps its described members that are right (each checked the same way); an open one
+    (extra_info) keeps its undescribed members as they are, and `null` members are absent."""
+    if node.check is not None:
+        out = node.check(value)
+        if out is None:
+            bad.append(f"{path}={shown(value)} (expected {node.expect})")
+            return None
+        value = out
+    if node.leaf or type(value) is not dict:
+        return value
+    result = {}
+    children, star, keep = node.children, node.any, node.open
+    for key, item in value.items():
+        child = children.get(key, star)
+        if child is None:
+            if keep:
+                result[key] = item
+        elif item is None:
+            continue
+        elif child.leaf:  # most members: checked here rather than in a call of their own
+            out = child.check(item)
+            if out is None:
+                bad.append(f"{path}.{key}={shown(item)} (expected {child.expect})" if path else
+                           f"{key}={shown(item)} (expected {child.expect})")
+            else:
+                result[key] = out
+        elif (out := checked(child, item, f"{path}.{key}" if path else key, bad)) is not None:
+            result[key] = out
+    return result
+
+
+def contradiction(stats: dict[str, float]) -> str | None:
+    """Why an entry's statistics (as frame columns) cannot all be right, or None when they agree."""
+    for low, high in ORDER:
+        if low in stats and high in stats and stats[low] > stats[high] * (1 + SLACK):
+            return (f"stats contradict each other: {low.removesuffix('_s')} {stats[low]:.6g} s > "
+                    f"{high.removesuffix('_s')} {stats[high]:.6g} s")
+    spread = stats.get("max_s", math.inf) - stats.get("min_s", 0.0)
+    for key in ("iqr_s", "stddev_s"):
+        if stats.get(key, 0.0) > spread * (1 + SLACK) + 0.0:
+            return (f"stats contradict each other: {key.removesuffix('_s')} {stats[key]:.6g} s > max - min "
+                    f"{spread:.6g} s")
+    return None

@@ -2,8 +2,12 @@
 malicious or merely strange, each derived from a real file (tests/data, a hand-made trace) with one thing
 changed, so the rest of the format stays real.
 
-Each item is (name, writer): the writer makes the input under a folder and returns its path. `defects` names
-the result items whose one case must never be shown as a normal timing (`invalid` instead).
+Each item is (name, writer): the writer makes the input under a folder and returns its path. Each result item has
+one outcome, the set it is in below: REFUSED (the file cannot be used: exit 2 when named, skipped with a warning
+in a folder), INVALID_MEDIAN (its case is listed as invalid with why, never shown as a time), LEFT_OUT (the field
+named is left out with a warning naming the file and the field), RENAMED (a key named like a report column is
+loaded under another name and the column keeps its meaning), SAMPLES_ONLY (a bad raw sample: only `compare` reads
+them, and warns), WARNED (another warning naming the file), or BENIGN (read as it is, nothing to warn about).
 """
 
 from __future__ import annotations
@@ -117,6 +121,40 @@ def _incomplete_not_bool(data: dict) -> None:
     data.update(incomplete="yes", incomplete_reason=["not", "text"])
 
 
+def _machine(**fields: object) -> Callable[[dict], None]:
+    """machine_info with these fields set (a dotted key sets a field inside one: `gpu.name`)."""
+    def change(data: dict) -> None:
+        for key, value in fields.items():
+            *outer, last = key.split(".")
+            target = data["machine_info"]
+            for part in outer:
+                target = target.setdefault(part, {})
+            target[last] = value
+    return change
+
+
+def _extra(**fields: object) -> Callable[[dict], None]:
+    def change(entry: dict) -> None:
+        entry["extra_info"].update(fields)
+    return change
+
+
+def _oom_case_carrying_a_median(data: dict) -> None:
+    """The first timed case as an OOM not measured in this run, its extra_info holding a column's name and a time."""
+    entry = data["benchmarks"].pop(0)
+    entry.pop("stats")
+    entry["extra_info"].update(status="oom", reason="CUDA out of memory", median_s=entry["extra_info"]["flops"] / 1e15)
+    data["not_measured"].append(entry)
+
+
+def _lone_surrogates(data: dict) -> None:
+    """A lone UTF-16 surrogate in a case name, a param's name and value, and the CPU model (the device's name)."""
+    entry = data["benchmarks"][0]
+    entry["extra_info"]["case"] = "matmul/\ud800/" + entry["extra_info"]["case"]
+    entry["params"]["lay\udfffer"] = "sq\udc00uare"
+    data["machine_info"]["cpu_info"]["model"] = "AMD \udbff EPYC"
+
+
 def _deep(depth: int) -> bytes:
     return b'{"benchmarks": [' + b"[" * depth + b"]" * depth + b"]}"
 
@@ -172,17 +210,101 @@ RESULTS: dict[str, Writer] = {
     "entries_without_names": _top(lambda d: d["benchmarks"].extend([{}, 3, None])),
     "attention_seq_text": _top(_attention_with_text_seq),
     "batch_seq_text": _top(lambda d: [e["params"].update(batch="many") for e in d["benchmarks"]], BATCH),
+    # machine_info of the wrong types: each crashed every command, and aborted a folder holding it
+    "machine_gpu_text": _top(_machine(gpu="NVIDIA H100")),
+    "machine_gpu_list": _top(_machine(gpu=[1])),
+    "machine_gpu_name_number": _top(_machine(**{"gpu.name": 5})),
+    "machine_gpu_name_list": _top(_machine(**{"gpu.name": ["NVIDIA H100"]})),
+    "machine_cpu_info_text": _top(_machine(cpu_info="AMD EPYC")),
+    "machine_torch_threads_text": _top(_machine(**{"cpu_info.torch_threads": "2"})),
+    "machine_world_size_text": _top(_machine(distributed={"world_size": "4", "nodes": 1})),
+    "machine_nodes_text": _top(_machine(distributed={"world_size": 4, "nodes": "2"})),
+    "machine_node_list": _top(_machine(node=["vm"])),
+    "machine_identity_list": _top(_machine(identity=[1])),
+    "machine_identity_world_size_text": _top(_machine(**{"identity.world_size": "one"})),
+    "machine_peak_text": _top(_machine(gpu={"name": "NVIDIA H100", "peaks": {"bfloat16": {"value": "fast"}}})),
+    "machine_achievable_odd": _top(_machine(achievable={"flops": {"bfloat16": {"value": [1]}}, "bandwidth": "x"})),
+    "commit_id_number": _top(lambda d: d["commit_info"].update(id=12345)),
+    # text no terminal, file name or page can encode
+    "lone_surrogates": _top(_lone_surrogates),
+    # numbers no measurement gives: each made some command overflow or crash
+    "median_denormal": _one_case(_stat("median", 5e-324)),
+    "median_huge": _one_case(_stat("median", 1.7e308)),
+    "median_true": _one_case(_stat("median", True)),
+    "round_medians_infinity": _one_case(_extra(round_medians_s=[2e-4, float("inf"), 2e-4])),
+    "rounds_text": _one_case(_stat("rounds", "many")),
+    "world_size_zero": _one_case(_extra(world_size=0)),
+    "flops_huge": _one_case(_extra(flops=1.7e308)),
+    # statistics that contradict each other
+    "stats_min_above_median": _one_case(_stat("min", 1.0)),
+    "stats_q1_above_q3": _one_case(lambda e: e["stats"].update(q1=e["stats"]["q3"] * 1.01)),
+    "stats_mean_above_max": _one_case(lambda e: e["stats"].update(mean=e["stats"]["max"] * 2)),
+    "stats_iqr_above_range": _one_case(lambda e: e["stats"].update(iqr=e["stats"]["max"] * 2)),
+    # dates matplotlib's calendar cannot hold, or no date at all
+    "datetime_year_9999": _top(lambda d: d.update(datetime="9999-12-31T23:59:59+00:00")),
+    "datetime_year_1": _top(lambda d: d.update(datetime="0001-01-01T00:00:00")),
+    "datetime_number": _top(lambda d: d.update(datetime=1764000000)),
+    # flags that are not true or false
+    "throttled_text": _one_case(_extra(telemetry={"throttled": "no", "sm_clock_median_mhz": "fast"})),
+    "converged_text": _one_case(_extra(converged="yes")),
+    "host_bound_number": _one_case(_extra(host_bound=1)),
+    # keys named like a report column
+    "oom_case_carrying_median_s": _top(_oom_case_carrying_a_median),
+    "param_named_incomplete_reason": _one_case(lambda e: e["params"].update(incomplete_reason="stopped")),
+    "param_named_median_s": _one_case(lambda e: e["params"].update(median_s=1.0)),
+    "param_named_stop_reason": _one_case(lambda e: e["params"].update(stop_reason="once")),
+    "param_named_tflops": _one_case(lambda e: e["params"].update(tflops="fast")),
+    "extra_named_file": _one_case(_extra(file="other.json", machine_id="GPU-0")),
+    "extra_named_throttled": _one_case(_extra(throttled=True)),
 }
 
-# Items whose first case's median cannot be right: never shown as a time, listed as invalid.
+# The file cannot be used: exit 2 with one line naming it; inside a folder, skipped with a warning.
+REFUSED = {"empty", "whitespace", "truncated", "binary_garbage", "gzip", "utf16", "top_level_list",
+           "benchmarks_not_a_list", "nested_100000_deep", "nested_900_deep", "fifo", "link_to_dev_zero",
+           "folder_named_json"}
+# Items whose first case's median cannot be right, or whose statistics contradict each other: never shown as a
+# time, listed as invalid.
 INVALID_MEDIAN = {"int_of_5000_digits", "int_of_400_digits", "median_zero", "median_negative", "median_nan",
                   "median_inf", "median_string", "median_list", "median_missing", "stats_missing", "stats_string",
-                  "stats_list"}
-# Items the reports read as they are (a byte order mark is still UTF-8 text).
-BENIGN = {"attention_seq_text", "bom",
-          "case_ids_differing_in_separator", "param_named_device", "mathtext_names", "mathtext_batch_device",
-          "names_300_chars", "group_number", "name_list", "params_list_values", "batch_seq_text",
-          "incomplete_not_bool", "machine_info_list", "commit_info_string", "datetime_garbage"}
+                  "stats_list", "median_denormal", "median_huge", "median_true", "stats_min_above_median",
+                  "stats_q1_above_q3", "stats_mean_above_max", "stats_iqr_above_range"}
+# Items with a field of the wrong type: left out, with a warning naming the file and this field.
+LEFT_OUT = {
+    "tflops_list": "extra_info.tflops", "tflops_negative": "extra_info.tflops", "name_list": "name",
+    "incomplete_not_bool": "incomplete", "machine_info_list": "machine_info", "commit_info_string": "commit_info",
+    "datetime_garbage": "datetime", "machine_gpu_text": "machine_info.gpu", "machine_gpu_list": "machine_info.gpu",
+    "machine_gpu_name_number": "machine_info.gpu.name", "machine_gpu_name_list": "machine_info.gpu.name",
+    "machine_cpu_info_text": "machine_info.cpu_info",
+    "machine_torch_threads_text": "machine_info.cpu_info.torch_threads",
+    "machine_world_size_text": "machine_info.distributed.world_size",
+    "machine_nodes_text": "machine_info.distributed.nodes", "machine_node_list": "machine_info.node",
+    "machine_identity_list": "machine_info.identity",
+    "machine_identity_world_size_text": "machine_info.identity.world_size",
+    "machine_peak_text": "machine_info.gpu.peaks.bfloat16.value",
+    "machine_achievable_odd": "machine_info.achievable.flops.bfloat16.value",
+    "commit_id_number": "commit_info.id", "round_medians_infinity": "extra_info.round_medians_s",
+    "rounds_text": "stats.rounds", "world_size_zero": "extra_info.world_size", "flops_huge": "extra_info.flops",
+    "datetime_year_9999": "datetime", "datetime_year_1": "datetime", "datetime_number": "datetime",
+    "throttled_text": "extra_info.telemetry.throttled", "converged_text": "extra_info.converged",
+    "host_bound_number": "extra_info.host_bound",
+}
+# Keys named like a report column: loaded under another name, the column keeps its meaning (key -> its column).
+RENAMED = {"param_named_device": ("device", "param_device"),
+           "oom_case_carrying_median_s": ("median_s", "extra_median_s"),
+           "param_named_incomplete_reason": ("incomplete_reason", "param_incomplete_reason"),
+           "param_named_median_s": ("median_s", "param_median_s"),
+           "param_named_stop_reason": ("stop_reason", "param_stop_reason"),
+           "param_named_tflops": ("tflops", "param_tflops"), "extra_named_file": ("file", "extra_file"),
+           "extra_named_throttled": ("throttled", "extra_throttled")}
+# A bad raw sample: only compare loads the samples, and warns; the other commands never read them.
+SAMPLES_ONLY = {"data_strings", "data_negative"}
+# Other warnings naming the file: what could be worked around was.
+WARNED = {"unknown_top_level", "duplicate_case", "entries_without_names", "lone_surrogates"}
+# Items the reports read as they are (a byte order mark is still UTF-8 text, a number is a fine group name).
+BENIGN = {"attention_seq_text", "bom", "case_ids_differing_in_separator", "mathtext_names", "mathtext_batch_device",
+          "names_300_chars", "group_number", "params_list_values", "batch_seq_text"}
+OUTCOMES = {"refused": REFUSED, "invalid": INVALID_MEDIAN, "left out": set(LEFT_OUT), "renamed": set(RENAMED),
+            "samples only": SAMPLES_ONLY, "warned": WARNED, "benign": BENIGN}
 
 # Items read as they are, whose plots cannot use one case: the plotting commands warn.
 PLOT_WARNINGS = {"attention_seq_text"}
@@ -216,6 +338,7 @@ TRACES: dict[str, Writer] = {
     "trace_ts_text": _trace(_event(ts="soon")),
     "trace_name_40kb": _trace(_event(name="gemm" + "x" * 40_000, ts=1040)),
     "trace_device_properties_odd": _trace(deviceProperties=[{"id": [1], "name": 5}, 3]),
+    "trace_device_text_and_number": _trace(_event(ts=1040, device="0"), _event(ts=1060, device=0.0)),
     "trace_fifo": lambda folder: _fifo_named(folder, "trace.json"),
     "trace_link_to_dev_zero": lambda folder: _link_named(folder, "trace.json"),
 }

@@ -8,7 +8,7 @@ import pytest
 from reports.__main__ import main
 from reports.history import file_stem, trends
 from reports.load import load
-from reports.stats import fitted, noise, partition, steps
+from reports.stats import MIN_RUNS, fitted, lasting, noise, partition, steps
 from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, with_identity, write
 
 STEP_AT = 8
@@ -127,3 +127,66 @@ def test_one_run_with_a_median_that_cannot_be_a_time_does_not_hide_the_step(hist
     stepped = [t for t in trends(load([directory])) if t.steps]
     assert [t.case for t in stepped] == [case] and len(stepped[0].runs) == RUNS - 1
     assert f"warning: {path}: case {case!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "five"])
+def test_a_min_effect_that_is_no_percentage_is_a_usage_error(value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["history", str(RUN_A), "--min-effect", value])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err and f"--min-effect: {value!r} is not a" in err
+
+
+def test_two_runs_name_no_step_and_say_why(capsys):
+    """Two real runs a minute apart differ by more than 5 % in many cases: that is one comparison, not 13 steps."""
+    assert main(["history", str(RUN_A), str(RUN_B)]) == 0
+    out = capsys.readouterr().out
+    assert "0 with a step" in out
+    assert f"a step needs {MIN_RUNS} runs on each side, and the longest history here has 2 runs" in out
+
+
+def quiet_history(folder, factors: dict[int, float], runs: int = 60, seed: int = 0) -> str:
+    """`runs` nightly runs of one real case with 1 % run-to-run noise (seeded), scaled by factors[i] on run i."""
+    data = read(RUN_A)
+    case = converged_case(data)
+    data["benchmarks"] = [e for e in data["benchmarks"] if e["extra_info"]["case"] == case]
+    data["not_measured"] = []
+    rng = np.random.default_rng(seed)
+    for i in range(runs):
+        run = scaled(data, case, float(np.exp(rng.normal(0, 0.01))) * factors.get(i, 1.0))
+        write(dated(run, f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}T03:00:00+00:00", f"{i:040x}"), folder / f"{i}.json")
+    return case
+
+
+def test_a_one_night_spike_in_60_quiet_runs_is_no_step(tmp_path):
+    quiet_history(tmp_path, {30: 1.2})
+    (trend,) = trends(load([tmp_path]))
+    assert trend.steps == []
+
+
+def test_a_change_is_a_step_once_it_has_lasted_min_runs(tmp_path):
+    """The same change seen on its second night is not yet a step; on its third it is, named at its first run."""
+    for nights in (MIN_RUNS - 1, MIN_RUNS):
+        folder = tmp_path / str(nights)
+        folder.mkdir()
+        quiet_history(folder, {i: 1.2 for i in range(60 - nights, 60)})
+        (trend,) = trends(load([folder]))
+        assert [s.at for s in trend.steps] == ([] if nights < MIN_RUNS else [60 - nights]), nights
+
+
+def test_steps_keep_min_runs_on_each_side_on_simulated_noise():
+    rng = np.random.default_rng(3)
+    flat = np.exp(rng.normal(0, 0.02, 60))
+    for at, named in ((58, []), (57, [57]), (3, [3]), (2, [])):
+        series = flat * np.r_[np.ones(at), np.full(60 - at, 1.2)]
+        assert [s.at for s in steps(series)] == named, at
+    two_nights = flat * np.r_[np.ones(30), [2.0, 2.0], np.ones(28)]
+    assert steps(two_nights) == []
+    assert steps(flat[:2 * MIN_RUNS - 1] * np.r_[np.ones(2), np.full(2 * MIN_RUNS - 3, 2.0)]) == []
+
+
+def test_a_short_segment_joins_the_neighbour_closer_to_its_level():
+    medians = np.r_[np.ones(10), [1.5], np.full(10, 2.0)]
+    assert lasting(medians, [0, 10, 11], MIN_RUNS) == [0, 10]  # 1.5 is closer to 2.0 (after it) than to 1.0
+    assert lasting(medians, [0, 10, 11], 1) == [0, 10, 11]
+    assert lasting(np.r_[[3.0], np.ones(10)], [0, 1], MIN_RUNS) == [0]

@@ -8,10 +8,12 @@ import shutil
 import pandas as pd
 import pytest
 
+from reports import jsonstream
+from reports import load as load_module
 from reports.__main__ import main
 from reports.errors import InputError
 from reports.load import load
-from tests.resultfiles import DATA, RUN_A, read, write
+from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
 
 
 def test_own_run_has_run_device_and_our_fields_on_every_row():
@@ -178,3 +180,84 @@ def test_several_runs_in_one_table_are_told_apart(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "same on every row: status ok" and lines[4].split()[0] == "run"
     assert any(line.startswith("a.json ") for line in lines) and any(line.startswith("b.json ") for line in lines)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 61, 4093])
+def test_a_file_read_in_small_pieces_loads_as_it_does_whole(chunk, monkeypatch):
+    """Entries, numbers and escapes cut by a chunk's end load the same (the loader streams each file)."""
+    whole = load([RUN_A, DATA / "dist_cpu_quick.json", DATA / "pb3_other_project.json"])
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", chunk)
+    pieces = load([RUN_A, DATA / "dist_cpu_quick.json", DATA / "pb3_other_project.json"])
+    pd.testing.assert_frame_equal(whole, pieces)
+
+
+def test_raw_samples_are_loaded_only_when_asked_for():
+    assert "samples_s" not in load([RUN_A], samples=False)
+    with_samples = load([RUN_A])
+    assert with_samples["samples_s"].dropna().map(len).sum() == sum(len(e["stats"]["data"])
+                                                                      for e in read(RUN_A)["benchmarks"])
+
+
+def test_a_param_and_an_extra_info_field_holding_one_fact_share_its_column():
+    """The distributed cases write `strategy` in params and extra_info: one column, the case's axis."""
+    frame = load([DATA / "dist_cpu_quick.json"])
+    assert "param_strategy" not in frame and "extra_strategy" not in frame
+    strategies = frame[frame["strategy"].notna()]
+    assert len(strategies) and strategies["param_names"].str.split(",").map(lambda axes: "strategy" in axes).all()
+
+
+def test_a_param_named_like_a_typed_figure_keeps_it_a_number(tmp_path):
+    data = read(RUN_A)
+    data["benchmarks"][0]["params"]["tflops"] = "fast"  # with extra_info.tflops a number beside it
+    data["benchmarks"][1]["params"]["converged"] = data["benchmarks"][1]["extra_info"]["converged"]  # the same
+    frame = load([write(data, tmp_path / "run.json")]).set_index("case")
+    first, second = (e["extra_info"]["case"] for e in data["benchmarks"][:2])
+    assert frame.loc[first, "param_tflops"] == "fast" and frame.loc[first, "tflops"] == data["benchmarks"][0][
+        "extra_info"]["tflops"]
+    assert frame.loc[second, "converged"] is True and pd.isna(frame.loc[second].get("param_converged"))
+
+
+def test_contradictory_statistics_make_the_case_invalid_with_why(tmp_path, capsys):
+    data = read(RUN_A)
+    entry = data["benchmarks"][0]
+    entry["stats"]["q1"], entry["stats"]["q3"] = entry["stats"]["q3"], entry["stats"]["q1"]
+    path = write(data, tmp_path / "run.json")
+    row = load([path]).set_index("case").loc[entry["extra_info"]["case"]]
+    assert row["status"] == "invalid" and pd.isna(row["median_s"]) and pd.isna(row["q1_s"])
+    assert row["reason"].startswith("stats contradict each other: q1 ")
+    assert f"{path}: case {entry['extra_info']['case']!r}: stats contradict each other" in capsys.readouterr().err
+
+
+def test_a_real_run_has_no_contradictory_statistics_nor_wrong_types(capsys):
+    """The checks reject nothing in real files of this suite and of other projects (no false alarms)."""
+    frame = load(sorted(DATA.glob("*.json")))
+    assert "warning" not in capsys.readouterr().err
+    assert not (frame["status"] == "invalid").any()
+
+
+def test_more_cases_than_a_report_holds_are_refused_with_the_numbers(tmp_path, monkeypatch, capsys):
+    """Even inside a folder: skipping the file would hide it, reading on would fill the memory."""
+    shutil.copy(RUN_A, tmp_path / "a.json")
+    shutil.copy(RUN_B, tmp_path / "b.json")
+    monkeypatch.setattr(load_module, "MAX_ROWS", len(load([RUN_A])) + 5)
+    assert main(["table", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {tmp_path / 'b.json'}: at its case 6, over the ") and "GB as a table" in line
+
+
+def test_a_journal_gives_each_case_from_its_last_line_and_leaves_out_a_cut_one(tmp_path, capsys):
+    """What a run killed in its third round leaves: rounds 1 and 2 of a case, then a line cut by the kill."""
+    data = read(RUN_A)
+    first, second = data["benchmarks"][:2]
+    later = json.loads(json.dumps(first))
+    later["stats"]["median"] = first["stats"]["median"] * 1.01
+    header = {"journal": 1, "machine_info": data["machine_info"], "commit_info": data["commit_info"],
+              "datetime": data["datetime"], "version": data["version"]}
+    lines = [header, {"benchmarks": first}, {"benchmarks": second}, {"benchmarks": later}]
+    journal = tmp_path / "run.json.journal"
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"benchmarks": {"name": "cut')
+    frame = load([journal]).set_index("case")
+    assert frame.loc[first["extra_info"]["case"], "median_s"] == later["stats"]["median"] and len(frame) == 2
+    assert frame["incomplete_reason"].notna().all() and frame["device"].iloc[0].startswith("AMD EPYC")
+    err = capsys.readouterr().err
+    assert "duplicate" not in err and f"{journal}: not valid JSON" in err and "(line 5); left out" in err

@@ -54,7 +54,7 @@ def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     output_dir(args.out)
-    frame = load(args.results)
+    frame = load(args.results, samples=False)
     for note in run_notes(frame):  # also in the title of each of its plots
         print(note)
     written = write_all(frame, Path(args.out))

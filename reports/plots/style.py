@@ -9,6 +9,7 @@ dollar sign, not the start of a formula.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import textwrap
 from pathlib import Path
@@ -26,8 +27,16 @@ def flops_unit(largest: float) -> tuple[str, float]:
     return ("TFLOP/s", 1e12) if largest >= 1e12 else ("GFLOP/s", 1e9)
 
 
+MAX_NAME_CHARS = 150  # file systems allow 255 bytes per name; a 300-character CPU model must not stop a plot
+
+
 def file_name(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(parts)).strip("-") + ".png"
+    """A PNG's name from these parts; a long one is cut and ends in a hash of the parts, so names stay apart."""
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(parts)).strip("-")
+    if len(name) > MAX_NAME_CHARS:
+        digest = hashlib.sha1("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        name = f"{name[:MAX_NAME_CHARS]}-{digest}"
+    return name + ".png"
 
 
 def text(value: object) -> str:

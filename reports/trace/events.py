@@ -126,6 +126,16 @@ def _label(value: Any) -> Any:
     return value if value is None or isinstance(value, str | int | float | bool) else json.dumps(value)[:200]
 
 
+def _device(value: Any) -> Any:
+    """A device label: a whole number written as text or as a float (`"0"`, `0.0`) is that number, so one device
+    is one section however a tool wrote its id; anything else as `_label` has it."""
+    if isinstance(value, str) and value.strip().isdecimal():
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return _label(value)
+
+
 def _correlation(value: Any) -> int:
     """A correlation id: an integer that fits the column, else -1 (no link) rather than an overflow."""
     if isinstance(value, bool):
@@ -192,7 +202,7 @@ class _Collector:
         args = _args(event)
         name = _text(event.get("name", ""))
         columns = self.columns
-        device = _label(args.get("device", event.get("pid")))
+        device = _device(args.get("device", event.get("pid")))
         columns["device"].append(self.devices.setdefault(device, len(self.devices)))
         columns["start"].append(start)
         columns["end"].append(start + dur)
@@ -237,7 +247,7 @@ class _Collector:
             gpu=gpu,
             names=list(self.names),
             devices=list(self.devices),
-            device_names={_label(p.get("id")): _text(p.get("name")) for p in properties if isinstance(p, dict)}
+            device_names={_device(p.get("id")): _text(p.get("name")) for p in properties if isinstance(p, dict)}
             if isinstance(properties, list)
             else {},
             launch_correlation=np.array(self.launch_correlation),

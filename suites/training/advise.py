@@ -318,7 +318,7 @@ def finished_cases(path: Path) -> int | None:
     """How many cases a running sweep has finished: the entries of its journal (None before it has one)."""
     journal = path.with_name(path.name + results.JOURNAL_SUFFIX)
     try:
-        data = results.read_journal(journal)
+        data = results.read_json(journal)
     except (InputError, OSError):
         return None
     return len(data["benchmarks"]) + len(data["not_measured"])
