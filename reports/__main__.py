@@ -22,6 +22,7 @@ COMMANDS = {
     "history": "reports.history",
     "hardware": "reports.hardware",
     "html": "reports.html",
+    "export": "reports.export",
 }
 
 

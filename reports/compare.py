@@ -5,48 +5,61 @@ A nightly job compares runs, so a verdict is judged against how much the case mo
 runs, the spread of the last K runs of the candidate's machine (`--last`, default 5), which are also the
 baseline level, so one lucky or unlucky night is not the reference. From that noise come the ratio of levels,
 candidate / baseline, its 95 % interval and a p-value (Student's t on log levels), against a minimum effect
-(default 5 %, settable per group: attention kernels are noisier than a big GEMM).
+(default 5 %, settable per group: attention kernels are noisier than a big GEMM). The verdict is the rule of
+reports/change.py, the one definition of `faster` and `slower` in the reports.
 
-`slower`: the whole interval lies above 1 + threshold and p < alpha; `faster`: the whole interval lies below
-1 / (1 + threshold) and p < alpha; `same`: the ratio lies within the band; `unsure`: everything else, with the
-reason: the change is outside the band but within the case's own run-to-run noise, or a run was throttled.
-So `slower` means "at least threshold slower, beyond this case's run-to-run noise", and an `unsure` case never
-fails CI. Two single runs without rounds carry no between-run information; they are judged, as before, from
-their raw samples (a two-sided Mann-Whitney U test and a bootstrap interval of the ratio of medians), which
-understates run-to-run noise: on this 2-core CPU shared with other jobs, two quick runs a minute apart made
-nightly CI fail two times in three that way. A run that did not converge is then `unsure` too; with rounds it
-is not, since the spread between rounds is what judges it. Cases measured in one run only are listed as added
-or removed (with the status, e.g. oom, that replaced a removed case's timing), and any difference of machine
-identity (machine, driver, CUDA, cuDNN, torch, world size) is named in the header.
-Throttled means what makes a timing untrustworthy (thermal or hardware slowdown, power brake; see
-suites/observers/telemetry.py); running at the power cap is the normal state of a busy GPU and is not doubt. Where
-the median SM clock of the newest baseline run and the candidate differs by `CLOCK_NOTE_PCT` or more, the
+Two single runs without rounds carry no between-run information, and the samples of one run, taken within a
+second or two, share that moment's machine state: judged from them, two full quick runs of one commit came out
+"4 slower, 23 faster ... REGRESSION" on this project's shared CPU. So no verdict is taken from one run's
+samples: each run's level is assumed to carry `change.ASSUMED_NOISE_PCT` of run-to-run noise, the report says so
+in its header (with the smallest change it can then call slower), and the JSON names the noise source of every
+verdict (`rounds`, `history`, `rounds and history` or `assumed`). A large change still fails the gate; a run
+that did not converge is then `unsure` too.
+
+What cannot carry a verdict says why, and the gate (`--fail-on-regression`) does not pass it silently:
+- a case with a value that cannot be a time (an infinite or negative round median, an invalid median) is
+  `invalid`, named with the field, and fails the gate;
+- a case whose level rests on fewer than `MIN_EVIDENCE` samples (or round medians) is `unsure`, too thin to
+  judge; one whose point change is beyond the threshold towards slower fails the gate, since it may be a
+  regression that nobody can see;
+- a case measured under host contention (`extra_info.contended`, with `contention.share`) on the side that
+  would explain the change (a slower candidate, a slower baseline for `faster`) is `unsure` with the note
+  "contention explains the change": it is reported and does not fail the gate on its own;
+- a throttled run (thermal or hardware slowdown, power brake; see suites/observers/telemetry.py; running at the
+  power cap is the normal state of a busy GPU and is not doubt) makes the case `unsure`.
+Where the median SM clock of the newest baseline run and the candidate differs by `CLOCK_NOTE_PCT` or more, the
 verdict's note says so: a change of clock explains a change of time. Correctness experiments (`stop_reason`
-`once`) are not speed figures and get no verdict. A candidate cut short (`incomplete`) fails the gate, and its
-unreached cases are listed as not measured, not as removed.
+`once`) are not speed figures and get no verdict. Cases measured in one run only are listed as added or removed
+(with the status, e.g. oom, that replaced a removed case's timing); a candidate cut short (`incomplete`) fails
+the gate, and its unreached cases are listed as not measured, not as removed. Any difference of machine
+identity (machine, driver, CUDA, cuDNN, torch, world size) is named in the header. `--json FILE` writes all of
+it as one object (docs/results.md, docs/schema/compare.schema.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import stats
-from tabulate import tabulate
 
-from reports import identity, noise
+from reports import change, identity, noise, strict_json
+from reports.change import ASSUMED_NOISE_PCT, DEFAULT_THRESHOLD_PCT, VERDICTS
 from reports.errors import InputError
 from reports.load import load, warn
-from reports.table import format_time
+from reports.schema import COMPARE_SCHEMA_VERSION
+from reports.table import fit, format_time, terminal_width
 
-VERDICTS = ("slower", "faster", "unsure", "same")
-DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_ALPHA = 0.01  # many cases are tested per run: a strict level keeps false alarms rare
 CLOCK_NOTE_PCT = 3.0  # a difference of median SM clock that can explain a change of time of the same order
 DEFAULT_LAST = 5  # baseline runs taken from a history directory
+# A level resting on fewer samples (or round medians) than this is one sample or the mean of two: one outlier is
+# the figure, and nothing says how far it is from the case's usual time.
+MIN_EVIDENCE = 3
 
 
 @dataclass
@@ -56,7 +69,7 @@ class Verdict:
     case: str
     group: str | None
     verdict: str
-    ratio: float | None  # candidate median / baseline median
+    ratio: float | None  # candidate level / baseline level
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
@@ -64,13 +77,17 @@ class Verdict:
     candidate_s: float | None
     threshold_pct: float
     note: str = ""
-    noise_pct: float | None = None  # the case's run-to-run noise (one run's level), when known
-    basis: str = "samples"  # what judged the change: "samples" of one run each, or rounds and runs
+    noise_pct: float | None = None  # the case's run-to-run noise (one run's level), measured or assumed
+    basis: str = ""  # what the noise was estimated from, e.g. "3 rounds x 2 runs"
+    source: str = "assumed"  # `rounds`, `history`, `rounds and history`, or `assumed` (nothing measured it)
+    contended: bool = False  # a side was measured under host contention
+    thin: bool = False  # a side's level rests on fewer than MIN_EVIDENCE samples
+    looks: str = ""  # what the numbers alone say where doubt or thinness made the verdict `unsure`
 
 
 @dataclass
 class Comparison:
-    """Every verdict plus the cases only one side measured."""
+    """Every verdict plus the cases only one side measured or that hold no usable time."""
 
     verdicts: list[Verdict]
     added: list[str]
@@ -81,6 +98,9 @@ class Comparison:
     incomplete: str | None = None  # why the candidate run was cut short, when it was
     unmeasured: list[str] = field(default_factory=list)  # timed in the baseline, not reached by the cut-short run
     identity_changes: list[str] = field(default_factory=list)  # e.g. "torch 2.5.1 -> 2.6.0"
+    invalid: list[str] = field(default_factory=list)  # "case: candidate round_medians_s[2]=inf is not a time"
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+    alpha: float = DEFAULT_ALPHA
 
     def count(self, verdict: str) -> int:
         return sum(v.verdict == verdict for v in self.verdicts)
@@ -89,52 +109,21 @@ class Comparison:
     def regressed(self) -> bool:
         return self.count("slower") > 0 or bool(self.broken)
 
+    @property
+    def thin_suspects(self) -> list[Verdict]:
+        """Cases too thin to judge whose numbers alone say `slower`: they may be regressions nobody can see."""
+        return [v for v in self.verdicts if v.thin and v.looks == "slower"]
 
-BOOTSTRAP_MAX_SAMPLES = 5000  # per run; other projects' files can hold a million samples of one case
-
-
-def ratio_interval(base: np.ndarray, cand: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of median(cand) / median(base), resampling each run independently.
-
-    A run with more than BOOTSTRAP_MAX_SAMPLES samples is bootstrapped from a random subset of that size: the
-    interval is then a little wider than the full data would give (conservative), and time and memory stay
-    bounded (2000 resamples of a million samples would be 16 GB).
-    """
-    if len(base) < 2 or len(cand) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    base, cand = (x if len(x) <= BOOTSTRAP_MAX_SAMPLES else rng.choice(x, BOOTSTRAP_MAX_SAMPLES, replace=False)
-                  for x in (base, cand))
-
-    def ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.median(c, axis=axis) / np.median(b, axis=axis)
-
-    result = stats.bootstrap((base, cand), ratio, n_resamples=2000, batch=200, method="percentile",
-                             vectorized=True, random_state=rng)
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    @property
+    def explained(self) -> list[Verdict]:
+        """Changes beyond the threshold that host contention explains (reported, never gated on their own)."""
+        return [v for v in self.verdicts if "contention explains" in v.note]
 
 
-def _flag(row: pd.Series, column: str, value: bool) -> bool:
-    """Whether the row's field holds exactly this boolean (absent or NaN is neither True nor False)."""
-    field = row.get(column)
-    return isinstance(field, bool | np.bool_) and bool(field) == value
-
-
-def _doubt(base: list[pd.Series], cand: pd.Series, from_samples: bool) -> str:
-    """Why a timing cannot carry a verdict whatever the numbers say, or '' when every run is trustworthy.
-
-    Judged from one run's samples, a run that did not converge or has no raw samples cannot be judged; judged
-    from rounds and runs, their spread already says how far a case can be trusted, and only throttling counts.
-    """
-    reasons = []
-    sides = [("baseline", row) for row in base] + [("candidate", cand)]
-    for side, row in sides:
-        if from_samples and _flag(row, "converged", False):
-            reasons.append(f"{side} not converged")
-        if _flag(row, "throttled", True):
-            reasons.append(f"{side} throttled")
-        if from_samples and not isinstance(row.get("samples_s"), list):
-            reasons.append(f"{side} has no raw samples")
+def _doubt(base: list[pd.Series], cand: pd.Series, measured: bool) -> str:
+    """Why a timing cannot carry a verdict whatever the numbers say (reports/change.py, `doubts`), or ''."""
+    reasons = [f"{side} {why}" for side, row in [*(("baseline", r) for r in base), ("candidate", cand)]
+               for why in change.doubts(row, measured)]
     return ", ".join(dict.fromkeys(reasons))
 
 
@@ -143,60 +132,96 @@ def clock_note(base: pd.Series, cand: pd.Series) -> str:
     b, c = base.get("sm_clock_mhz"), cand.get("sm_clock_mhz")
     if not isinstance(b, int | float) or not isinstance(c, int | float) or not b > 0 or not np.isfinite(c):
         return ""
-    change = (c / b - 1) * 100
-    return f"SM clock {b:.0f} -> {c:.0f} MHz ({change:+.1f} %)" if abs(change) >= CLOCK_NOTE_PCT else ""
+    moved = (c / b - 1) * 100
+    return f"SM clock {b:.0f} -> {c:.0f} MHz ({moved:+.1f} %)" if abs(moved) >= CLOCK_NOTE_PCT else ""
 
 
-def _from_samples(verdict: Verdict, base: pd.Series, cand: pd.Series) -> None:
-    """p-value and interval from the raw samples of two single-round runs (no between-run information)."""
-    if isinstance(base.get("samples_s"), list) and isinstance(cand.get("samples_s"), list):
-        b, c = np.asarray(base["samples_s"], float), np.asarray(cand["samples_s"], float)
-        verdict.p_value = float(stats.mannwhitneyu(b, c, alternative="two-sided").pvalue)
-        verdict.ci_low, verdict.ci_high = ratio_interval(b, c)
+def evidence(row: pd.Series) -> int | None:
+    """How many measurements a run's level rests on: its round medians when it has several, else its samples."""
+    rounds = noise.round_medians(row)
+    if len(rounds) > 1:
+        return len(rounds)
+    samples = row.get("samples_s")
+    if isinstance(samples, list):
+        return len(samples)
+    count = row.get("rounds")  # pytest-benchmark's count of samples, also in files without raw `data`
+    return int(count) if isinstance(count, int | float) and math.isfinite(count) else None
 
 
-def _from_noise(verdict: Verdict, base: list[pd.Series], cand: pd.Series, noise_floor_pct: float) -> None:
-    """Ratio of levels, interval and p-value judged by the case's run-to-run noise (reports/noise.py)."""
-    found = noise.estimate(base, cand, noise_floor_pct)
+def _thin(base: list[pd.Series], cand: pd.Series) -> str:
+    found = [f"{side} {n} sample{'s' if n != 1 else ''}" for side, row in [("baseline", base[-1]), ("candidate", cand)]
+             if (n := evidence(row)) is not None and n < MIN_EVIDENCE]
+    return f"too thin to judge ({', '.join(found)}; at least {MIN_EVIDENCE} needed)" if found else ""
+
+
+def _contention(row: pd.Series) -> str:
+    """`contended (share 35 %)` when the run measured the case under host contention, else ''."""
+    if not change.flag(row, "contended"):
+        return ""
+    detail = row.get("contention")
+    share = detail.get("share") if isinstance(detail, dict) else None
+    known = isinstance(share, int | float) and not isinstance(share, bool) and math.isfinite(share)
+    return f"contended (share {share:.0%})" if known else "contended"
+
+
+def _contention_note(verdict: Verdict, base: list[pd.Series], cand: pd.Series) -> str:
+    """Name the contention of either side, and turn a change it explains into `unsure` (never gated alone)."""
+    cand_busy, base_busy = _contention(cand), next((t for t in map(_contention, base) if t), "")
+    verdict.contended = bool(cand_busy or base_busy)
+    explains = (verdict.verdict == "slower" and cand_busy) or (verdict.verdict == "faster" and base_busy)
+    if explains:
+        verdict.verdict = "unsure"
+    parts = [f"{side} {text}" for side, text in (("baseline", base_busy), ("candidate", cand_busy)) if text]
+    return "; ".join(parts) + (": contention explains the change" if explains else "")
+
+
+def _source(base: list[pd.Series], cand: pd.Series) -> str:
+    rounds = any(len(noise.round_medians(r)) > 1 for r in [*base, cand])
+    history = len(base) >= noise.MIN_HISTORY
+    return {(True, True): "rounds and history", (True, False): "rounds", (False, True): "history"}.get(
+        (rounds, history), "assumed")
+
+
+def _level(verdict: Verdict, base: list[pd.Series], cand: pd.Series, noise_floor_pct: float) -> None:
+    """Ratio of levels, interval and p-value judged by the case's run-to-run noise (reports/noise.py), or by
+    ASSUMED_NOISE_PCT where the runs hold none."""
+    verdict.source = _source(base, cand)
+    floor = noise_floor_pct if verdict.source != "assumed" else max(noise_floor_pct, ASSUMED_NOISE_PCT)
+    found = noise.estimate(base, cand, floor)
     verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.p_value = (found.ratio, found.ci_low, found.ci_high,
                                                                        found.p_value)
     verdict.baseline_s = float(np.median([noise.level(r) for r in base]))
     verdict.candidate_s = noise.level(cand)
-    verdict.noise_pct, verdict.basis = found.noise_pct, found.basis
+    verdict.noise_pct = found.noise_pct
+    verdict.basis = found.basis if verdict.source != "assumed" else \
+        f"assumed {floor:g} % (no rounds, {len(base)} baseline run{'s' if len(base) != 1 else ''})"
 
 
 def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: float, alpha: float = DEFAULT_ALPHA,
            noise_floor_pct: float = noise.DEFAULT_NOISE_FLOOR_PCT) -> Verdict:
     """The verdict for one case measured in the baseline run(s) and the candidate (see the module docstring)."""
     base = [base] if isinstance(base, pd.Series) else base
-    limit = 1 + threshold_pct / 100
-    newest = base[-1]
-    verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure",
-                      ratio=cand["median_s"] / newest["median_s"], ci_low=None, ci_high=None, p_value=None,
-                      baseline_s=newest["median_s"], candidate_s=cand["median_s"], threshold_pct=threshold_pct)
-    from_samples = not noise.has_between_run_data(base, cand)
-    if from_samples:  # nothing beyond one run's samples: the newest baseline run against the candidate
-        _from_samples(verdict, newest, cand)
+    verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure", ratio=None, ci_low=None,
+                      ci_high=None, p_value=None, baseline_s=None, candidate_s=None, threshold_pct=threshold_pct)
+    _level(verdict, base, cand, noise_floor_pct)
+    measured = verdict.source != "assumed"
+    doubt = _doubt(base, cand, measured)
+    thin = _thin(base, cand)
+    verdict.thin = bool(thin)
+    significant = verdict.p_value < alpha
+    found = change.classify(verdict.ratio, verdict.ci_low, verdict.ci_high, threshold_pct, significant)
+    if doubt or thin:
+        verdict.note = "; ".join(n for n in (thin, doubt) if n)
+        verdict.looks = found
     else:
-        _from_noise(verdict, base, cand, noise_floor_pct)
-    doubt = _doubt([newest] if from_samples else base, cand, from_samples)
-    significant = verdict.p_value is not None and verdict.p_value < alpha
-    if doubt:
-        verdict.note = doubt
-    elif significant and verdict.ci_low > limit:
-        verdict.verdict = "slower"
-    elif significant and verdict.ci_high < 1 / limit:
-        verdict.verdict = "faster"
-    elif 1 / limit <= verdict.ratio <= limit:
-        verdict.verdict = "same"
-    elif not significant and not from_samples:
-        verdict.note = f"within this case's run-to-run noise ({verdict.noise_pct:.1f} % per run, {verdict.basis})"
-    elif not significant:
-        verdict.note = f"not significant (p={verdict.p_value:.2g}, {len(newest['samples_s'])} vs " \
-                       f"{len(cand['samples_s'])} samples)"
-    else:
-        verdict.note = f"the 95 % interval reaches inside the {threshold_pct:g} % threshold"
-    verdict.note = "; ".join(note for note in (verdict.note, clock_note(newest, cand)) if note)
+        verdict.verdict = found
+    if verdict.verdict == "unsure" and not verdict.note:
+        where = f"this case's run-to-run noise ({verdict.noise_pct:.1f} % per run, {verdict.basis})" if measured \
+            else f"the assumed run-to-run noise ({verdict.noise_pct:g} % per run)"
+        verdict.note = f"within {where}" if not significant else \
+            f"the 95 % interval reaches inside the {threshold_pct:g} % threshold"
+    notes = (verdict.note, _contention_note(verdict, base, cand), clock_note(base[-1], cand))
+    verdict.note = "; ".join(note for note in notes if note)
     return verdict
 
 
@@ -204,7 +229,7 @@ def _measured(frame: pd.DataFrame) -> pd.DataFrame:
     """The cases with a speed figure, keyed by case (correctness experiments, `stop_reason` `once`, are not)."""
     if "median_s" not in frame:
         return frame.iloc[:0]
-    timed = frame["median_s"].notna()
+    timed = frame["median_s"].notna() & (frame["status"] != "invalid")  # a round median that is no time, say
     if "stop_reason" in frame:
         timed &= frame["stop_reason"] != "once"
     return frame[timed].set_index("case", drop=False)
@@ -283,22 +308,28 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
     order = base.groupby("file")["datetime"].first().sort_values(kind="stable").index
     group_thresholds = group_thresholds or {}
     common = sorted(set(base.index) & set(cand.index), key=list(dict.fromkeys(base.index)).index)
-    verdicts = [decide([runs[f].loc[case] for f in order if case in runs[f].index], cand.loc[case],
-                       group_thresholds.get(cand.loc[case, "group"], threshold_pct), alpha, noise_floor_pct)
-                for case in common]
+    verdicts, invalid = [], []
+    for case in common:
+        rows = [runs[f].loc[case] for f in order if case in runs[f].index]
+        verdicts.append(decide(rows, cand.loc[case], group_thresholds.get(cand.loc[case, "group"], threshold_pct),
+                               alpha, noise_floor_pct))
     rank = {v: i for i, v in enumerate(VERDICTS)}
     verdicts.sort(key=lambda v: (rank[v.verdict], -abs(np.log(v.ratio))))
     gone = sorted(set(base.index) - set(cand.index))
-    failing = set(cand_frame.loc[cand_frame["status"].isin(["oom", "error"]), "case"])
+    status = cand_frame.drop_duplicates("case").set_index("case")["status"]
+    failing = {case for case in gone if status.get(case) in ("oom", "error")}
+    invalid += [f"{_with_status(case, cand_frame)}: candidate has no valid time" for case in gone
+                if status.get(case) == "invalid"]
     incomplete = incomplete_reason(cand_frame)
     unreached = set(gone) - set(cand_frame["case"]) if incomplete else set()
     return Comparison(verdicts, added=sorted(set(cand.index) - set(base.index)),
                       removed=[_with_status(case, cand_frame) for case in gone
-                               if case not in failing and case not in unreached],
+                               if case not in failing and case not in unreached and status.get(case) != "invalid"],
                       baseline=_describe(base_frame), candidate=cand_frame["file"].iloc[0],
                       broken=[_with_status(case, cand_frame) for case in gone if case in failing],
                       incomplete=incomplete, unmeasured=sorted(unreached),
-                      identity_changes=identity.differences(base_frame, cand_frame))
+                      identity_changes=identity.differences(base_frame, cand_frame), invalid=invalid,
+                      threshold_pct=threshold_pct, alpha=alpha)
 
 
 def incomplete_reason(frame: pd.DataFrame) -> str | None:
@@ -315,12 +346,52 @@ def gate_failures(result: Comparison) -> list[str]:
     if result.regressed:
         failures.append(f"{result.count('slower')} case(s) slower, {len(result.broken)} timed before and "
                         "failing now")
+    if result.invalid:
+        failures.append(f"{len(result.invalid)} case(s) hold values that cannot be times: "
+                        + "; ".join(result.invalid))
+    if thin := result.thin_suspects:
+        failures.append(f"{len(thin)} case(s) too thin to judge (fewer than {MIN_EVIDENCE} samples) whose change "
+                        "alone would be slower: " + ", ".join(f"{v.case} {_pct(v.ratio)}" for v in thin))
     if result.incomplete:
         failures.append(f"the candidate run is incomplete ({result.incomplete}): {len(result.unmeasured)} "
                         "baseline case(s) were not measured")
     if not result.verdicts:
         failures.append("no case was timed in both runs: nothing was compared")
     return failures
+
+
+def smallest_slower(threshold_pct: float, alpha: float, noise_pct: float = ASSUMED_NOISE_PCT) -> float:
+    """The smallest ratio two single runs can call `slower` when each run's level carries `noise_pct` of noise:
+    its whole 95 % interval above the threshold, and p < alpha (reports/noise.py with one baseline run)."""
+    error = math.log1p(noise_pct / 100) * math.sqrt(2)
+    return math.exp(max(math.log1p(threshold_pct / 100) + float(stats.norm.ppf(0.975)) * error,
+                        float(stats.norm.ppf(1 - alpha / 2)) * error))
+
+
+def noise_sources(result: Comparison) -> dict[str, int]:
+    """How many verdicts each noise source judged, e.g. {"rounds": 28, "assumed": 2}."""
+    counts: dict[str, int] = {}
+    for v in result.verdicts:
+        counts[v.source] = counts.get(v.source, 0) + 1
+    return counts
+
+
+def noise_line(result: Comparison) -> str:
+    """What judged the verdicts; when nothing measured the run-to-run noise, that it is assumed, and what follows."""
+    sources = noise_sources(result)
+    if not sources.get("assumed"):
+        return "run-to-run noise: measured (" + ", ".join(f"{n} from {s}" for s, n in sources.items()) + ")"
+    which = "every case" if len(sources) == 1 else f"{sources['assumed']} case(s)"
+    line = (f"run-to-run noise: unknown for {which} (no rounds, fewer than {noise.MIN_HISTORY} baseline runs): "
+            f"each run's level is assumed to move {ASSUMED_NOISE_PCT:g} % between runs, so only a change beyond "
+            f"{_pct(smallest_slower(result.threshold_pct, result.alpha))} can be called slower; measure it with "
+            "--bench-rounds 3 or a directory of runs as BASELINE")
+    assumed = [v for v in result.verdicts if v.source == "assumed"]
+    slower, faster = (sum(v.verdict == w for v in assumed) for w in ("slower", "faster"))
+    if slower and faster:  # changes both ways beyond the assumption: more likely the machine than the code
+        line += (f". {slower} case(s) came out slower and {faster} faster: the runs differ more than the assumed "
+                 "noise allows, as on a busy machine, so these verdicts say little about the code")
+    return line
 
 
 def _pct(ratio: float | None) -> str:
@@ -333,53 +404,86 @@ def _interval(v: Verdict) -> str:
     return f"[{_pct(v.ci_low)}, {_pct(v.ci_high)}]"
 
 
-def verdict_table(verdicts: list[Verdict]) -> list[dict]:
-    """Rows for tabulate: times formatted, change in percent with its interval."""
-    return [{"verdict": v.verdict, "case": v.case, "baseline": format_time(v.baseline_s),
-             "candidate": format_time(v.candidate_s), "change": _pct(v.ratio), "95% CI": _interval(v),
-             "p": "" if v.p_value is None else f"{v.p_value:.2g}",
-             "noise": "" if v.noise_pct is None else f"{v.noise_pct:.1f} %", "threshold": f"{v.threshold_pct:g} %",
-             "note": v.note} for v in verdicts]
+def verdict_table(verdicts: list[Verdict]) -> pd.DataFrame:
+    """Rows of the report: times formatted, change in percent with its interval."""
+    return pd.DataFrame([{"verdict": v.verdict, "case": v.case, "baseline": format_time(v.baseline_s),
+                          "candidate": format_time(v.candidate_s), "change": _pct(v.ratio), "95% CI": _interval(v),
+                          "p": "" if v.p_value is None else f"{v.p_value:.2g}",
+                          "noise": "" if v.noise_pct is None else f"{v.noise_pct:.1f} %",
+                          "threshold": f"{v.threshold_pct:g} %", "note": v.note} for v in verdicts])
+
+
+# Columns left out first when a table must fit the terminal (the case, verdict and change always stay).
+DROP_ORDER = ["threshold", "p", "noise", "baseline", "candidate", "95% CI"]
+WRAP = {"case": (64, 44), "note": (40, 24)}
+
+
+def _table(verdicts: list[Verdict], fmt: str, width: int | None) -> str:
+    table = verdict_table(verdicts)
+    if table["threshold"].nunique() == 1:  # one threshold for all: said in the header, not on every row
+        table = table.drop(columns="threshold")
+    return fit(table, fmt, width, wrap=WRAP, drop_order=DROP_ORDER)
 
 
 def summary_line(result: Comparison) -> str:
     counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICTS)
     unmeasured = f", {len(result.unmeasured)} not measured" if result.incomplete else ""
-    return (f"{counts}; {len(result.broken)} failing now{unmeasured}, {len(result.added)} added, "
-            f"{len(result.removed)} removed")
+    invalid = f", {len(result.invalid)} invalid" if result.invalid else ""
+    return (f"{counts}; {len(result.broken)} failing now{invalid}{unmeasured}, {len(result.added)} added, "
+            f"{len(result.removed)} removed; threshold {result.threshold_pct:g} %")
 
 
-def render(result: Comparison, markdown: bool) -> str:
+def render(result: Comparison, markdown: bool, width: int | None = None) -> str:
     """The report: summary, the cases that changed or are unsure, then (collapsed in markdown) the same ones."""
     fmt = "github" if markdown else "simple"
+    bold = "**" if markdown else ""
     head = "## Benchmark comparison\n\n" if markdown else ""
     lines = [f"{head}baseline: {result.baseline}\ncandidate: {result.candidate}"]
     if result.identity_changes:
-        changed = "; ".join(result.identity_changes)
-        lines.append(f"{'**' if markdown else ''}identity differs: {changed}{'**' if markdown else ''}"
-                     " (a likely cause of any change below)")
-    lines.append("")
-    lines.append(summary_line(result))
+        lines.append(f"{bold}identity differs: {'; '.join(result.identity_changes)}{bold} (a likely cause of any "
+                     "change below)")
+    if result.verdicts:
+        lines.append(noise_line(result) if width is None else textwrap.fill(noise_line(result), width))
+    lines += ["", summary_line(result)]
     if result.regressed:
-        lines.append(f"\n{'**' if markdown else ''}REGRESSION: {result.count('slower')} case(s) slower, "
-                     f"{len(result.broken)} timed before and failing now{'**' if markdown else ''}")
+        lines.append(f"\n{bold}REGRESSION: {result.count('slower')} case(s) slower, {len(result.broken)} timed "
+                     f"before and failing now{bold}")
+    if result.explained:
+        lines.append(f"\n{len(result.explained)} change(s) beyond the threshold measured under host contention, "
+                     "which explains them: unsure, not gated")
     if result.incomplete:
-        lines.append(f"\n{'**' if markdown else ''}INCOMPLETE candidate: {result.incomplete}; cases it did not "
-                     f"reach are not measured, neither passed nor removed{'**' if markdown else ''}")
+        lines.append(f"\n{bold}INCOMPLETE candidate: {result.incomplete}; cases it did not reach are not "
+                     f"measured, neither passed nor removed{bold}")
     notable = [v for v in result.verdicts if v.verdict != "same"]
     same = [v for v in result.verdicts if v.verdict == "same"]
     if notable:
-        lines.append("\n" + tabulate(verdict_table(notable), headers="keys", tablefmt=fmt))
+        lines.append("\n" + _table(notable, fmt, width))
     if same:
-        table = tabulate(verdict_table(same), headers="keys", tablefmt=fmt)
+        table = _table(same, fmt, width)
         lines.append(f"\n<details><summary>{len(same)} cases the same</summary>\n\n{table}\n\n</details>"
                      if markdown else f"\n{table}")
-    for title, cases in (("failing now", result.broken), ("not measured (run incomplete)", result.unmeasured),
-                         ("added", result.added), ("removed", result.removed)):
+    for title, cases in (("invalid (values that cannot be times)", result.invalid), ("failing now", result.broken),
+                         ("not measured (run incomplete)", result.unmeasured), ("added", result.added),
+                         ("removed", result.removed)):
         if cases:
             lines.append(f"\n{title.capitalize()} ({len(cases)}): " + ", ".join(f"`{c}`" if markdown else c
                                                                                for c in cases))
     return "\n".join(lines)
+
+
+def document(result: Comparison, gate: bool) -> dict:
+    """The whole comparison as one JSON object (docs/results.md, "compare --json"; docs/schema/compare.schema.json)."""
+    failures = gate_failures(result)
+    return {"schema_version": COMPARE_SCHEMA_VERSION, "baseline": result.baseline, "candidate": result.candidate,
+            "threshold_pct": result.threshold_pct, "alpha": result.alpha,
+            "gate": {"enabled": gate, "passed": not failures, "failures": failures,
+                     "not_gated": [f"{v.case}: {v.note}" for v in result.explained]},
+            "counts": {v: result.count(v) for v in VERDICTS},
+            "noise": {"sources": noise_sources(result), "assumed_pct": ASSUMED_NOISE_PCT,
+                      "smallest_slower_pct": (smallest_slower(result.threshold_pct, result.alpha) - 1) * 100},
+            "identity_changes": result.identity_changes, "incomplete": result.incomplete,
+            "verdicts": [asdict(v) for v in result.verdicts], "added": result.added, "removed": result.removed,
+            "failing_now": result.broken, "not_measured": result.unmeasured, "invalid": result.invalid}
 
 
 def parse_group_thresholds(items: list[str]) -> dict[str, float]:
@@ -430,19 +534,19 @@ def run(args: argparse.Namespace) -> int:
     result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices,
                      args.last, args.noise_floor)
     if args.json:
-        write_verdicts(result, args.json)
-    print(render(result, args.markdown))
+        write_document(document(result, args.fail_on_regression), args.json)
+    print(render(result, args.markdown, None if args.wide or args.markdown else terminal_width()))
     failures = gate_failures(result) if args.fail_on_regression else []
     for failure in failures:
         print(f"gate failed: {failure}")
     return 1 if failures else 0
 
 
-def write_verdicts(result: Comparison, path: str) -> None:
-    """The verdicts as JSON records; a path that cannot be written is an InputError before anything is printed."""
+def write_document(found: dict, path: str) -> None:
+    """The comparison as strict JSON; a path that cannot be written is an InputError before anything is printed."""
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            pd.DataFrame([asdict(v) for v in result.verdicts]).to_json(fh, orient="records", indent=1)
+            fh.write(strict_json.dumps(found, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"--json {path}: cannot write ({exc.strerror or exc})") from None
 
@@ -457,7 +561,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threshold-group", action="append", default=[], metavar="GROUP=PERCENT",
                         help="minimum effect for one group, e.g. attention=10 (repeatable)")
     parser.add_argument("--alpha", type=probability, default=DEFAULT_ALPHA,
-                        help="significance level of the Mann-Whitney U test (default: 0.01)")
+                        help="significance level of a change (default: 0.01)")
     parser.add_argument("--last", type=int, default=DEFAULT_LAST,
                         help=f"baseline runs taken from a history directory (default: {DEFAULT_LAST})")
     parser.add_argument("--noise-floor", type=float, default=noise.DEFAULT_NOISE_FLOOR_PCT,
@@ -465,9 +569,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"{noise.DEFAULT_NOISE_FLOOR_PCT:g})")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown, e.g. for $GITHUB_STEP_SUMMARY")
     parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit 1 when any case is slower or fails now, when the candidate run is incomplete, "
-                        "or when no case could be compared")
+                        help="exit 1 when any case is slower or fails now, holds a value that cannot be a time, is "
+                        "too thin to judge and looks slower, when the candidate run is incomplete, or when no case "
+                        "could be compared")
     parser.add_argument("--allow-different-devices", action="store_true",
                         help="compare runs of different devices anyway (with a warning)")
-    parser.add_argument("--json", help="also write the verdicts to this JSON file")
+    parser.add_argument("--json", help="also write the whole comparison to this JSON file (verdicts, the gate's "
+                        "result, added, removed and not measured cases, noise sources, identity differences)")
+    parser.add_argument("--wide", action="store_true", help="every column, however wide (default: fit the terminal)")
     parser.set_defaults(func=run)

@@ -19,17 +19,16 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 from matplotlib.figure import Figure
-from tabulate import tabulate
 
 from reports.errors import InputError
 from reports.history import slug
 from reports.load import load, output_dir
 from reports.plots import levers as lever_plot
-from reports.table import axes_of, format_time
-
-matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
+from reports.plots.style import text
+from reports.table import axes_of, fit, format_time, run_notes, terminal_width
 
 FIGURES = ["system", "time", "tflops", "pct_peak", "pct_achievable", "busbw_gbps", "scaling_efficiency", "speedup"]
+DROP_ORDER = ["scaling_efficiency", "busbw_gbps", "pct_peak", "tflops"]  # left out first to fit a terminal
 
 
 def systems(frame: pd.DataFrame) -> pd.Series:
@@ -123,13 +122,13 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
         return None
     times = rows.pivot_table(index="case", columns="system", values="median_s", sort=False).reindex(speedup.index)
     names = [s for s in dict.fromkeys(rows["system"]) if s in speedup.columns]
-    labels = [str(case).removeprefix(f"{group}/") for case in speedup.index]
+    labels = [text(str(case).removeprefix(f"{group}/")) for case in speedup.index]
     bar = 0.8 / len(names)
     fig = Figure(figsize=(12, max(3.0, 0.22 * len(labels) * len(names) + 1.8)), layout="constrained")
     time_ax, speed_ax = fig.subplots(1, 2, sharey=True)
     for i, name in enumerate(names):
         ys = np.arange(len(labels)) + (i - (len(names) - 1) / 2) * bar
-        time_ax.barh(ys, times[name] * 1e3, bar, label=name)
+        time_ax.barh(ys, times[name] * 1e3, bar, label=text(name))
         speed_ax.barh(ys, speedup[name] - 1, bar, left=1)
     _log_axis(time_ax, times)
     _log_axis(speed_ax, pd.concat([speedup, pd.DataFrame({"one": [1.0]})]))
@@ -139,9 +138,9 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
     time_ax.set(xlabel="median time per call (ms)", yticks=range(len(labels)))
     time_ax.set_yticklabels(labels, fontsize=7)
     time_ax.invert_yaxis()
-    speed_ax.set_xlabel(f"speed-up vs {baseline} (baseline time / time)")
-    fig.legend(loc="outside upper center", ncol=len(names), fontsize=8, frameon=False)
-    fig.suptitle(f"{group}: the same cases on each system")
+    speed_ax.set_xlabel(text(f"speed-up vs {baseline} (baseline time / time)"))
+    fig.legend(loc="outside lower center", ncol=len(names), fontsize=8, frameon=False)  # the title holds the top
+    fig.suptitle(text(f"{group}: the same cases on each system"))
     path = outdir / f"hardware_{slug(group)}.png"
     fig.savefig(path, dpi=100)
     return path
@@ -158,11 +157,13 @@ def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
     return [path for path in drawn if path is not None]
 
 
-def render(rows: pd.DataFrame, baseline: str, fmt: str, torch: bool = False) -> str:
-    parts = [f"baseline: {baseline}; speedup = baseline time / time"]
+def render(rows: pd.DataFrame, baseline: str, fmt: str, torch: bool = False, width: int | None = None) -> str:
+    """The tables per group, after a line per run cut short; plain text fits `width` (None: every column)."""
+    parts = [*run_notes(rows), f"baseline: {baseline}; speedup = baseline time / time"]
     for group, part in rows.groupby(rows["group"].fillna("(no group)"), sort=True):
-        parts.append(f"## {group}\n\n" + tabulate(table(part, torch), headers="keys", tablefmt=fmt, showindex=False,
-                                                  floatfmt=".4g", missingval=""))
+        shown = table(part, torch)
+        wrap = {c: 28 for c in shown.columns if c not in FIGURES or c == "system"}
+        parts.append(f"## {group}\n\n" + fit(shown, fmt, width, wrap=wrap, drop_order=DROP_ORDER, floatfmt=".4g"))
     return "\n\n".join(parts)
 
 
@@ -172,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
     rows, baseline = side_by_side(load(args.results, samples=False), args.baseline)
     if rows["system"].nunique() < 2:
         print(f"note: only one system ({baseline}) in the results; nothing to set side by side")
-    print(render(rows, baseline, "github" if args.markdown else "simple", args.torch))
+    width = None if args.wide or args.markdown else terminal_width()
+    print(render(rows, baseline, "github" if args.markdown else "simple", args.torch, width))
     if args.out:
         for path in plots(rows, baseline, Path(args.out)):
             print(path)
@@ -186,4 +188,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown tables")
     parser.add_argument("--torch", action="store_true", help="add the torch version of each system's run as a column")
     parser.add_argument("-o", "--out", help="write bar plots (PNG) into this directory")
+    parser.add_argument("--wide", action="store_true", help="every column, however wide (default: fit the terminal)")
     parser.set_defaults(func=run)

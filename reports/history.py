@@ -29,10 +29,9 @@ from tabulate import tabulate
 from reports.compare import percent
 from reports.errors import InputError
 from reports.load import load, output_dir
+from reports.plots.style import text
 from reports.stats import MIN_RUNS, LevelShift, fitted, steps
 from reports.table import format_time
-
-matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
 
 
 @dataclass
@@ -115,9 +114,9 @@ def plot_step(trend: Trend, outdir: Path) -> Path:
     ax.step(x, fitted(runs["median_s"], trend.steps), where="post", color="k", lw=1, label="fitted levels")
     for s in trend.steps:
         ax.axvline(s.at - 0.5, color="r", ls="--", lw=1)
-        ax.annotate(f"{(s.ratio - 1) * 100:+.0f} %\n{trend.run_label(s.at)}", (s.at - 0.5, ax.get_ylim()[1]),
+        ax.annotate(text(f"{(s.ratio - 1) * 100:+.0f} %\n{trend.run_label(s.at)}"), (s.at - 0.5, ax.get_ylim()[1]),
                     fontsize=7, va="top", ha="right", color="r")
-    ax.set(xlabel="run (oldest first)", ylabel="median time (s)", title=f"{trend.case} on {trend.device}")
+    ax.set(xlabel="run (oldest first)", ylabel="median time (s)", title=text(f"{trend.case} on {trend.device}"))
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     path = outdir / f"history_step_{file_stem(trend.device, trend.case)}.png"
@@ -132,10 +131,10 @@ def plot_group(group: str, device: str, found: list[Trend], outdir: Path) -> Pat
     for t in found:
         times = t.runs["datetime"] if t.runs["datetime"].notna().all() else np.arange(len(t.runs))
         ax.plot(times, t.runs["median_s"] / t.runs["median_s"].iloc[0], "-", lw=1,
-                alpha=1.0 if t.steps else 0.35, label=t.case if t.steps else None)
+                alpha=1.0 if t.steps else 0.35, label=text(t.case) if t.steps else None)
     ax.axhline(1, color="k", lw=0.5)
-    ax.set(ylabel="median / first run's median", title=f"{group} on {device}: trend per case (cases with a step "
-           "in colour)")
+    ax.set(ylabel="median / first run's median", title=text(f"{group} on {device}: trend per case (cases with a step "
+           "in colour)"))
     if any(t.steps for t in found):
         ax.legend(fontsize=6, loc="best")
     fig.autofmt_xdate()

@@ -2,8 +2,12 @@
 
 The page holds the runs it was built from, what each lever of the recipe is worth on each device (levers.py),
 the result tables per suite and device, the devices side by side when there are several (hardware.py), and every
-suite's PNG plot (reports.plots.command.write_all) embedded as a base64 data URI, so the one file can be mailed or
+suite's PNG plot (reports.plots.command) embedded as a base64 data URI, so the one file can be mailed or
 opened from a downloaded artifact without its folder. Every name and param is HTML-escaped.
+
+It says what it knows: a run cut short is named at the top and in the runs table; several runs of one device
+are shown run by run (levers per run, a `run` column in the tables, plots per run), never pooled; a lever
+figure levers.py marks uncertain is shown pale, with its interval and why.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import hardware, levers
+from reports import change, hardware, levers
 from reports import peaks as device_peaks
 from reports.load import load, output_dir, runs, warn
 from reports.plots import command as plots
 from reports.plots import levers as lever_plot
-from reports.table import group_table, not_measured
+from reports.table import constant_columns, group_table, not_measured, run_notes, with_run
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1300px; }
@@ -30,6 +34,9 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 th { background: #f2f2f2; } td.num { text-align: right; }
 .muted { color: #777; } img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
+tr.uncertain td { color: #999; font-style: italic; }
+.scroll { overflow-x: auto; } .scroll td { white-space: nowrap; }
+.warning { background: #fff3cd; border: 1px solid #e0c060; padding: 0.5em 1em; }
 """
 
 
@@ -52,10 +59,26 @@ def image_html(path: Path) -> str:
 
 
 def runs_section(frame: pd.DataFrame) -> str:
-    listed = runs(frame).assign(file=lambda r: r["file"].map(lambda f: Path(f).name))
+    listed = runs(frame)
+    cut = frame.groupby("file")["incomplete_reason"].first() if "incomplete_reason" in frame else pd.Series()
+    listed["complete"] = listed["file"].map(lambda f: f"no: {cut[f]}" if isinstance(cut.get(f), str) else "yes")
+    listed["file"] = listed["file"].map(lambda f: Path(f).name)
     listed["commit"] = listed["commit"].map(lambda c: str(c)[:10] if isinstance(c, str) else "")
     listed["datetime"] = listed["datetime"].dt.strftime("%Y-%m-%d %H:%M UTC")
-    return "<h2>Runs</h2>" + frame_html(listed[["file", "datetime", "commit", "machine", "device"]])
+    return "<h2>Runs</h2>" + frame_html(listed[["file", "datetime", "commit", "machine", "device", "complete"]])
+
+
+def warnings_html(frame: pd.DataFrame) -> str:
+    """A run cut short, named first: its tables and plots hold only the cases it finished."""
+    return "".join(f"<p class='warning'><b>{esc(line)}</b></p>" for line in run_notes(frame))
+
+
+def per_run(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """One device's rows as ('', rows) for one run, else (', run NAME', its rows) per run, oldest first."""
+    if rows["file"].nunique() < 2:
+        return [("", rows)]
+    order = rows.groupby("file", sort=False)["datetime"].first().sort_values(kind="stable").index
+    return [(f", run {Path(file).name}", rows[rows["file"] == file]) for file in order]
 
 
 def peaks_section(frame: pd.DataFrame) -> str:
@@ -68,13 +91,29 @@ def peaks_section(frame: pd.DataFrame) -> str:
             "datasheet.</p>" + frame_html(table))
 
 
+def levers_html(table: pd.DataFrame) -> str:
+    """The levers table with its uncertain rows marked (pale, italic), every cell escaped."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in levers.COLUMNS)
+    body = "".join(f"<tr{' class=uncertain' if row['uncertain'] else ''}>"
+                   + "".join(f"<td>{esc(row[c])}</td>" for c in levers.COLUMNS) + "</tr>"
+                   for _, row in table.iterrows())
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
 def levers_section(frame: pd.DataFrame) -> str:
     parts = ["<h2>Levers: what each one is worth here</h2>",
              "<p class='muted'>Cases that differ only in the lever are paired; the effect is the geometric mean "
-             "of the ratio over the pairs, with its range. Speed-up above 1 means the lever makes it faster; a "
-             "memory or TFLOP/s ratio reads variant / baseline.</p>"]
+             "of the ratio over the pairs, with its 95 % interval (from each case's run-to-run noise: its rounds, "
+             f"or {change.ASSUMED_NOISE_PCT:g} % assumed without them, and the spread of the pairs) and its range "
+             "over the pairs, and the verdict of the rule "
+             "<code>compare</code> uses. Speed-up above 1 means the lever makes it faster; a memory or TFLOP/s "
+             "ratio reads variant / baseline. Pairs with a case that did not converge, ran throttled or under "
+             "host contention are left out; <i>pale rows are uncertain</i>: every pair was doubtful, the verdict "
+             "cannot tell, or the interval spans more than a factor of "
+             f"{levers.WIDE_FACTOR:g}.</p>"]
     for device, rows in frame.groupby("device", sort=True):
-        parts.append(f"<h3>{esc(device)}</h3>" + frame_html(levers.table(rows)))
+        for run, part in per_run(rows):
+            parts.append(f"<h3>{esc(device)}{esc(run)}</h3>" + levers_html(levers.table(part)))
     return "".join(parts)
 
 
@@ -84,7 +123,9 @@ def results_section(frame: pd.DataFrame) -> str:
         parts.append(f"<h3>{esc(group)} on {esc(device)}</h3>")
         measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[:0]
         if not measured.empty:
-            parts.append(frame_html(group_table(measured)))
+            table, same = constant_columns(with_run(group_table(measured), measured), keep=("time", "run"))
+            parts.append((f"<p class='muted'>{esc(same)}</p>" if same else "")
+                         + f"<div class='scroll'>{frame_html(table)}</div>")
         skipped = not_measured(part)
         if skipped:
             items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in skipped.splitlines())
@@ -114,30 +155,38 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
     return "".join(parts)
 
 
-def suite_plots(frame: pd.DataFrame, outdir: Path) -> tuple[list[Path], list[str]]:
-    """Every plot of reports.plots.command.PLOTTERS, like plots.write_all but one plotter at a time, so that a plotter
-    that fails costs the page its own plots only: the nightly report is most needed when something broke.
-    Returns the PNGs and one line per failed plotter (also warned on stderr)."""
+def suite_plots(frame: pd.DataFrame, outdir: Path) -> tuple[list[tuple[str | None, list[Path]]], list[str]]:
+    """Every plot of reports.plots.command.PLOTTERS, run by run as plots.write_all draws them, but one plotter at a
+    time, so that a plotter that fails costs the page its own plots only: the nightly report is most needed when
+    something broke. Returns the PNGs per run (None: one pass) and one line per failed plotter (also warned)."""
     output_dir(outdir)
     images, failures = [], []
-    for module in plots.PLOTTERS:
-        try:
-            images += module.plots(frame, outdir)
-        except Exception as exc:  # a plotter's bug is reported on the page, the rest of the report stands
-            failures.append(f"{module.__name__}: {type(exc).__name__}: {exc}")
-            warn(f"html: plots of {failures[-1]}")
+    for run, part in plots.by_run(frame):
+        drawn = []
+        for module in plots.PLOTTERS:
+            try:
+                drawn += module.plots(part, plots.run_folder(outdir, run))
+            except Exception as exc:  # a plotter's bug is reported on the page, the rest of the report stands
+                failures.append(f"{module.__name__}: {type(exc).__name__}: {exc}")
+                warn(f"html: plots of {failures[-1]}")
+        images.append((run, drawn))
     return images, failures
+
+
+def plots_html(images: list[tuple[str | None, list[Path]]], failures: list[str]) -> str:
+    parts = [(f"<h3>Run {esc(run)}</h3>" if run else "") + "".join(image_html(p) for p in drawn)
+             for run, drawn in images if drawn]
+    shown = "".join(parts) or "<p class='muted'>No plot for these suites.</p>"
+    return shown + "".join(f"<p><b>Plot failed</b>: {esc(line)}</p>" for line in failures)
 
 
 def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
     """The whole report as one HTML string; its plots are written under outdir and embedded."""
-    images, failures = suite_plots(frame, outdir / "plots")
-    plot_html = "".join(image_html(p) for p in images) or "<p class='muted'>No plot for these suites.</p>"
-    plot_html += "".join(f"<p><b>Plot failed</b>: {esc(line)}</p>" for line in failures)
+    plot_html = plots_html(*suite_plots(frame, outdir / "plots"))
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
             f"{frame['file'].nunique()} run(s). Times are medians of device time per call.</p>"
-            + runs_section(frame) + levers_section(frame)
+            + warnings_html(frame) + runs_section(frame) + levers_section(frame)
             + hardware_section(frame, baseline, outdir / "plots") + peaks_section(frame)
             + "<h2>Plots</h2>" + plot_html + results_section(frame))
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Benchmark report</title>"

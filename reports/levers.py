@@ -3,15 +3,30 @@
 A lever's effect is measured, never assumed: cases that differ only in the lever's axis (e.g. `dtype` float32
 vs bfloat16, everything else equal) are paired, and the ratio of their figures is summarized as a geometric
 mean with its range over the pairs. A lever without such pairs in the results is reported as not measured.
-The specs name the stable params of ../shared/design.md and of each suite (matmul, conv, attention, train_step).
+The specs name the stable params of docs/results.md and of each suite (matmul, conv, attention, train_step).
+
+Every figure carries its uncertainty, so that noise is not read as an effect (a conv pair on a loaded CPU once
+gave "channels-last 59x"): the 95 % interval of the geometric mean comes from the noise of each pair's two cases
+(a case's run-to-run noise from its rounds, else the noise reports/change.py assumes for a run without rounds,
+`ASSUMED_NOISE_PCT`) and from the spread of the pairs around their mean; the range says how far apart the pairs
+(shapes, models) lie. A pair whose case
+did not converge (without rounds), ran throttled or under host contention is doubtful: the effect is taken over
+the other pairs, and where every pair is doubtful it is marked `uncertain` with why. Timing effects get the
+verdict of reports/change.py (`faster`, `slower`, `same` or `unsure`, the variant against the baseline), the
+same rule as `compare`; an `unsure` one, or one whose interval spans more than `WIDE_FACTOR`, is marked
+`uncertain`. Memory and bytes per parameter are exact counts: their figures have no noise interval.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
+
+from reports import change, noise
 
 OFF = {"off", "none", "no", "false", "0", "eager", "disabled"}
 # Params that name the experiment rather than a setting (train_step's `lever`: "baseline", "precision", ...):
@@ -19,6 +34,8 @@ OFF = {"off", "none", "no", "false", "0", "eager", "disabled"}
 NOT_AXES = {"lever"}
 # Experiments whose cases are not like for like: a largest-batch search times each case at its own batch size.
 UNPAIRED_LEVERS = {"max_batch"}
+TIMED = ("speedup", "throughput")  # kinds whose figure comes from a time, and so carries its noise
+WIDE_FACTOR = 4.0  # an interval whose high end is more than this times its low end says too little to state
 
 
 @dataclass(frozen=True)
@@ -51,21 +68,52 @@ class Effect:
     lever: str
     comparison: str
     ratio: float | None  # geometric mean over pairs, in the Spec's `kind` reading
-    low: float | None
+    low: float | None  # range over the pairs
     high: float | None
     pairs: int
 
     unit: str = "x"
     over: str = "pairs"
+    ci_low: float | None = None  # 95 % interval of `ratio` (timed kinds)
+    ci_high: float | None = None
+    verdict: str = ""  # reports/change.py's, the variant against the baseline (timed kinds)
+    doubt: str = ""  # why the figure is uncertain, or which pairs were left out
+
+    @property
+    def uncertain(self) -> bool:
+        """The figure says too little to be stated as an effect: every pair doubtful, a verdict that cannot
+        tell, or an interval wider than WIDE_FACTOR."""
+        if not self.pairs:
+            return False
+        wide = self.ci_low is not None and not (self.ci_low > 0 and self.ci_high / self.ci_low <= WIDE_FACTOR)
+        return self.doubt.startswith("every") or self.verdict == "unsure" or wide
+
+    @property
+    def figure(self) -> str:
+        """`2.90x faster`, `uncertain: 1.32x`, or `not measured`."""
+        if not self.pairs:
+            return "not measured"
+        text = f"{self.ratio:.3g}{self.unit}"
+        return f"uncertain: {text}" if self.uncertain else f"{text} {self.verdict}".rstrip()
+
+    @property
+    def interval(self) -> str:
+        return "" if self.ci_low is None else f"{self.ci_low:.3g}-{self.ci_high:.3g}{self.unit}"
+
+    @property
+    def spread(self) -> str:
+        if self.pairs < 2:
+            return f"{self.pairs} {self.over.rstrip('s')}" if self.pairs else ""
+        return f"{self.low:.3g}-{self.high:.3g}{self.unit} over {self.pairs} {self.over}"
 
     @property
     def text(self) -> str:
+        """The effect in one line: figure, interval, range and doubt."""
         if not self.pairs:
             return "not measured"
-        if self.pairs == 1:
-            return f"{self.ratio:.2f}{self.unit} (1 {self.over.rstrip('s')})"
-        return f"{self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f}{self.unit} over {self.pairs} " \
-               f"{self.over})"
+        parts = [f"95 % CI {self.interval}"] if self.interval else []
+        parts += [p for p in (f"range {self.spread}" if self.pairs > 1 else self.spread, self.doubt) if p]
+        return f"{self.figure} ({'; '.join(parts)})"
 
 
 DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn")
@@ -128,34 +176,84 @@ def _resolve(values: list, baseline: str | None, variant: str | None) -> tuple |
     return text[baseline], text[variant]
 
 
+def case_noise(row: pd.Series) -> float:
+    """A case's run-to-run noise as a log standard deviation: the spread of its round medians when it has rounds
+    (never below compare's floor), else the noise reports/change.py assumes for a run without rounds."""
+    rounds = noise.round_medians(row)
+    if len(rounds) > 1:
+        return max(float(np.std(np.log(rounds), ddof=1)), math.log1p(noise.DEFAULT_NOISE_FLOOR_PCT / 100))
+    return math.log1p(change.ASSUMED_NOISE_PCT / 100)
+
+
+def case_doubt(row: pd.Series) -> str:
+    """Why a case's time cannot be trusted as it stands (reports/change.py, `doubts`, plus host contention);
+    '' when it can."""
+    reasons = change.doubts(row, noise_measured=len(noise.round_medians(row)) > 1)
+    return ", ".join(reasons + (["contended"] if change.flag(row, "contended") else []))
+
+
+def figure(row: pd.Series, spec: Spec) -> float:
+    """The row's figure for the spec; a time, or a rate derived from one, is the run's level for the case (the
+    median of its round medians, reports/noise.py), so one odd round does not make the effect."""
+    value = float(row[spec.figure])
+    if spec.kind not in TIMED or not isinstance(row.get("median_s"), float) or not row["median_s"] > 0:
+        return value
+    level = noise.level(row)
+    return level if spec.figure == "median_s" else value * row["median_s"] / level
+
+
 def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
-    """Baseline and variant figures of the cases that differ only in the spec's axis (one row per pair)."""
+    """Baseline and variant figures of the cases that differ only in the spec's axis (one row per pair), with
+    each side's noise (`baseline_noise`, `variant_noise`, log units) and the doubt about the pair (`doubt`)."""
+    empty = pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "doubt"])
     rows = rows[(rows["group"] == spec.group) & (rows.get("status") == "ok")]
     if "lever" in rows:
         rows = rows[~rows["lever"].isin(UNPAIRED_LEVERS)]
     if spec.layers and "layer" in rows:
         rows = rows[rows["layer"].astype(str).str.contains(spec.layers, regex=True)]
     if spec.axis not in rows or spec.figure not in rows or rows.empty:
-        return pd.DataFrame(columns=["baseline", "variant"])
+        return empty
     rows = rows[rows[spec.figure].notna() & rows[spec.axis].notna()]
     chosen = _resolve(list(rows[spec.axis].unique()), spec.baseline, spec.variant)
     if chosen is None:
-        return pd.DataFrame(columns=["baseline", "variant"])
+        return empty
     keys = [n for n in _param_names(rows) if n != spec.axis and n not in spec.ignore and n not in NOT_AXES]
     if not keys:
         keys = ["group"]
     key_frame = rows[keys].astype(object).fillna("-").astype(str)  # a param another model lacks is a key too
-    sides = {}
+    timed = spec.kind in TIMED
+    cases = pd.DataFrame({"figure": [figure(r, spec) for _, r in rows.iterrows()],
+                          "noise": [case_noise(r) if timed else 0.0 for _, r in rows.iterrows()],
+                          "doubt": [case_doubt(r) if timed else "" for _, r in rows.iterrows()]}, index=rows.index)
+    sides = []
     for side, value in zip(("baseline", "variant"), chosen, strict=True):
         mask = rows[spec.axis] == value
-        sides[side] = rows.loc[mask, spec.figure].astype(float).groupby([key_frame.loc[mask, k] for k in keys]).median()
+        grouped = cases[mask].groupby([key_frame.loc[mask, k] for k in keys])
+        sides.append(pd.DataFrame({side: grouped["figure"].median(), f"{side}_noise": grouped["noise"].max(),
+                                   f"{side}_doubt": grouped["doubt"].agg(lambda d: ", ".join(sorted(set(d) - {""})))}))
     found = pd.concat(sides, axis=1, join="inner")
+    found["doubt"] = [", ".join(f"{side} {d}" for side, d in (("baseline", b), ("variant", v)) if d)
+                      for b, v in zip(found.pop("baseline_doubt"), found.pop("variant_doubt"), strict=True)]
     found.attrs["values"] = tuple(str(v) for v in chosen)  # what None resolved to, e.g. ('off', 'block')
     return found
 
 
+def interval(logs: np.ndarray, errors: np.ndarray) -> tuple[float, float]:
+    """95 % interval of the mean of `logs` (log ratios, one per pair, each with its standard error from the noise
+    of its two cases): its standard error holds the pairs' own noise and their spread around the mean, so pairs
+    that disagree (a lever that helps some shapes and hurts others, or timings a busy machine scattered) give a
+    wide interval, and a mean that says little."""
+    n = len(logs)
+    own = float(np.sum(errors**2)) / n**2
+    between = float(np.var(logs, ddof=1)) / n if n > 1 else 0.0
+    half = float(stats.norm.ppf(0.975)) * math.sqrt(own + between)
+    mean = float(np.mean(logs))
+    return math.exp(mean - half), math.exp(mean + half)
+
+
 def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
-    """The geometric-mean effect of one spec over its pairs (a time ratio is turned into a speed-up)."""
+    """The geometric-mean effect of one spec over its trustworthy pairs (a time ratio is turned into a speed-up),
+    with its interval and verdict (see the module docstring)."""
     found = pairs(rows, spec)
     baseline, variant = found.attrs.get("values", (spec.baseline or "off", spec.variant or "on"))
     scope = f" ({spec.layers} layers)" if spec.layers else ""
@@ -163,10 +261,25 @@ def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
     found = found[(found["baseline"] > 0) & (found["variant"] > 0)]
     if found.empty:
         return Effect(spec.lever, comparison, None, None, None, 0)
+    trusted = found[found["doubt"] == ""]
+    doubtful = len(found) - len(trusted)
+    if trusted.empty:
+        why = sorted({d for text in found["doubt"] for d in text.split(", ")})
+        doubt = f"every pair has a case {' or '.join(dict.fromkeys(w.split(' ', 1)[1] for w in why))}"
+    else:
+        doubt = f"{doubtful} doubtful pair(s) left out" if doubtful else ""
+        found = trusted
     ratios = found["baseline"] / found["variant"] if spec.kind == "speedup" else found["variant"] / found["baseline"]
     logs = np.log(ratios.to_numpy(float))
-    return Effect(spec.lever, comparison, float(np.exp(logs.mean())), float(ratios.min()), float(ratios.max()),
-                  len(ratios))
+    result = Effect(spec.lever, comparison, float(np.exp(logs.mean())), float(ratios.min()), float(ratios.max()),
+                    len(ratios), doubt=doubt)
+    if spec.kind in TIMED:
+        errors = np.sqrt(found["baseline_noise"].to_numpy(float) ** 2 + found["variant_noise"].to_numpy(float) ** 2)
+        result.ci_low, result.ci_high = interval(logs, errors)
+        # the verdict reads the variant's time against the baseline's: the inverse of a speed-up or TFLOP/s ratio
+        result.verdict = change.classify(1 / result.ratio, 1 / result.ci_high, 1 / result.ci_low,
+                                         change.DEFAULT_THRESHOLD_PCT)
+    return result
 
 
 def median_effect(lever: str, comparison: str, values: pd.Series, unit: str) -> Effect:
@@ -213,11 +326,17 @@ def effects(rows: pd.DataFrame) -> list[Effect]:
     return [*measured, bytes_per_param(rows), *distributed_effects(rows)]
 
 
+COLUMNS = ["lever", "comparison", "effect on this machine", "95 % CI", "pairs", "note"]
+
+
 def table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Levers as a table: the measured ones with their effect, then one line per lever not measured at all."""
+    """Levers as a table: the measured ones with their effect, interval, range and doubt, then one line per lever
+    not measured at all. `uncertain` (a column of booleans beside) marks the rows whose figure says too little."""
     found = effects(rows)
     shown = [e for e in found if e.pairs]
     missing = sorted({e.lever for e in found} - {e.lever for e in shown})
-    out = [{"lever": e.lever, "comparison": e.comparison, "effect on this machine": e.text} for e in shown]
-    out += [{"lever": lever, "comparison": "", "effect on this machine": "not measured"} for lever in missing]
-    return pd.DataFrame(out, columns=["lever", "comparison", "effect on this machine"])
+    out = [{"lever": e.lever, "comparison": e.comparison, "effect on this machine": e.figure, "95 % CI": e.interval,
+            "pairs": e.spread, "note": e.doubt, "uncertain": e.uncertain} for e in shown]
+    out += [{"lever": lever, "comparison": "", "effect on this machine": "not measured", "95 % CI": "", "pairs": "",
+             "note": "", "uncertain": False} for lever in missing]
+    return pd.DataFrame(out, columns=[*COLUMNS, "uncertain"])

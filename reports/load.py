@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from reports import fields, validate
+from reports import fields, strict_json, validate
 from reports.errors import InputError
 from reports.identity import identity_fields
 from reports.jsonstream import JsonStream
@@ -45,7 +45,7 @@ JOURNAL_SUFFIX = ".journal"
 ENTRY_LISTS = frozenset({"benchmarks", "not_measured"})
 # Top-level fields of pytest-benchmark 2.5 to 5.x files plus the ones this suite adds; others get a warning.
 KNOWN_FIELDS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "not_measured", "incomplete",
-                "incomplete_reason"}
+                "incomplete_reason", "schema_version"}
 RUN_TREE = validate.tree(fields.RUN)
 ENTRY_TREE = validate.tree(fields.ENTRY)
 ENTRY_TREE_NO_SAMPLES = validate.tree({path: f for path, f in fields.ENTRY.items() if path != "stats.data"})
@@ -53,6 +53,8 @@ STATS = {path.removeprefix("stats."): f.column for path, f in fields.ENTRY.items
          and f.column}
 # extra_info fields inside an object of extra_info (telemetry.throttled -> throttled)
 NESTED_EXTRA = [(*key.split("."), f.column) for key, f in fields.EXTRA.items() if "." in key and f.column]
+# What a case's time is judged by: one of these that is no time makes the case invalid, not just left out.
+TIMING_FIELDS = ("stats=", "stats.median=", "extra_info.round_medians_s=")
 UNIQUE_TEXT = {"name", "fullname", "case"}  # columns whose text differs from row to row: not worth storing once
 SHARED_TEXT_CHARS = 64  # shorter text is stored once per load (a million rows of `float32` hold one string)
 # A loaded case costs up to about ROW_BYTES at the peak (tools/bench_load_speed.py: 0.85 KB for a million cases of
@@ -98,6 +100,8 @@ class Document:
         self.path = path
         self.top: dict[str, Any] = {}
         self.mended = 0
+        self.nonfinite = strict_json.Listed([])  # the file's `nonfinite`, read before its entries (strict_json)
+        self.problems: list[str] = []  # the `nonfinite` entries that could not be used, once the file is read
         self.level = 1  # how deep in the document the values being decoded sit (the top object is level 1)
 
     def _mend(self, value: Any, text: str, start: int, end: int) -> Any:
@@ -105,6 +109,10 @@ class Document:
             value, count = validate.without_surrogates(value)
             self.mended += count
         return value
+
+    def warn_problems(self) -> None:
+        for problem in self.problems:
+            warn(f"{self.path}: {problem}; ignored")
 
     def entries(self) -> Iterator[tuple[str, Any]]:
         with validate.open_text(self.path) as stream:
@@ -138,14 +146,20 @@ class Document:
             raise InputError(f"{self.path}: not a pytest-benchmark result (no 'benchmarks' list)")
         lists = set()
         for key, value in reader.members(ENTRY_LISTS):
+            if key == strict_json.NONFINITE:
+                self.nonfinite = strict_json.Listed(value)
+                continue
             if not isinstance(value, Iterator):
                 self.top[key] = value
                 continue
             lists.add(key)
             self.level = 2
-            for entry in value:
+            for index, entry in enumerate(value):
+                self.nonfinite.restore(entry, (key, str(index)))
                 yield key, entry
             self.level = 1
+        self.nonfinite.restore(self.top, skip=ENTRY_LISTS)
+        self.problems = self.nonfinite.unused()
         if reader.peek():
             reader.fail("unexpected data after the end of the document")
         if "benchmarks" not in lists:
@@ -176,12 +190,15 @@ class Document:
                 continue
             try:
                 record = self._mend(validate.parse_json(self.path, line), line, 0, len(line))
+                unusable = strict_json.restore(record)  # each line is a document with its own `nonfinite`
             except InputError as exc:
                 if header is None:
                     raise
                 if not quiet:
                     warn(f"{exc} (line {number}); left out")
                 continue
+            if not quiet:
+                self.problems += [f"line {number}: {problem}" for problem in unusable]
             if header is None:
                 if not isinstance(record, dict) or "journal" not in record:
                     raise InputError(f"{self.path}: not a results journal (no header line)")
@@ -251,6 +268,7 @@ def read_json(path: Path) -> dict:
     data: dict[str, Any] = {key: [] for key in ENTRY_LISTS}
     for key, entry in document.entries():
         data[key].append(entry)
+    document.warn_problems()
     return {**document.top, **data}
 
 
@@ -278,7 +296,7 @@ def entry_row(path: Path, key: str, raw: Any, samples: bool) -> dict | None:
     row["case"] = extra.get("case") or row["fullname"] or row["name"]
     where = f"{path}: case {row['case']!r:.120}"
     measured = key == "benchmarks"
-    timing = [b for b in bad if b.startswith(("stats=", "stats.median="))] if measured else []
+    timing = [b for b in bad if b.startswith(TIMING_FIELDS)] if measured else []
     if len(bad) > len(timing):
         warn(f"{where}: left out what cannot be right: {', '.join(b for b in bad if b not in timing)}")
     if not (row["name"] or row["fullname"]):
@@ -324,6 +342,8 @@ def _add_stats(row: dict, entry: dict, timing: list[str], where: str) -> None:
         columns = {k: v for k, v in columns.items() if k == "rounds"}
     elif "median_s" not in columns:
         invalid = timing[0] if timing else "stats.median is absent" if "stats" in entry else "no stats"
+    elif timing:  # a round median that is no time: the case's run-to-run noise cannot be told
+        invalid = timing[0]
     row.update(columns)
     if invalid:
         warn(f"{where}: {invalid}; listed as invalid")
@@ -413,6 +433,7 @@ def _read_file(path: Path, table: Columns, samples: bool) -> None:
             warn(f"{path}: {count} entries of '{key}' have no name; ignored")
     if document.mended:
         warn(f"{path}: {document.mended} lone UTF-16 surrogate(s) in its text, shown as U+FFFD")
+    document.warn_problems()
     unknown = sorted(set(document.top) - KNOWN_FIELDS)
     if unknown:
         warn(f"{path}: unknown top-level field(s) {', '.join(unknown)}; ignored")

@@ -12,5 +12,9 @@ Each sub-package holds one role; a module finds its room by what it is, and impo
   its models, data, batch search, numerics). May import `core`; `training` may import `ops`, not the reverse.
 - `checks`: the GPU-box check and its per-suite rows, cross-checks against peer tools. May import anything above.
 
+Of `reports`, any package may import the JSON every writer of the project uses (`reports.strict_json`,
+`reports.schema`: standard library only) and its readers (`reports.load` for results files, the torch-free
+trace reader); never a report (tables, plots, verdicts).
+
 `python -m suites.gpu_check` and `python -m suites.crosscheck` are entry points kept at this level.
 """

@@ -7,8 +7,9 @@ only what a test needs changed, so the rest of the format stays real.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
+
+from reports import strict_json
 
 DATA = Path(__file__).parent / "data"
 RUN_A = DATA / "run_cpu_quick.json"  # real quick CPU run of bench/test_matmul.py
@@ -20,12 +21,14 @@ TIME_STATS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15
 
 
 def read(path: Path) -> dict:
-    return json.loads(path.read_text())
+    """A results file as the writer meant it: the non-finite values it lists under `nonfinite` back in place."""
+    return strict_json.loads(path.read_text())
 
 
 def write(data: dict, path: Path) -> Path:
+    """The data as this suite's writer writes it: strict JSON, non-finite values listed under `nonfinite`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
+    path.write_text(strict_json.dumps(data))
     return path
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,23 @@ def test_reports_never_imports_suites_or_torch():
         if name.startswith("reports"):
             bad = {n for n in imports_of(path) if n.split(".")[0] in ("torch", "suites")}
             assert not bad, f"{name} imports {sorted(bad)}"
+
+
+# What suites/ may take from reports/ (suites/__init__.py): the JSON encoding every writer shares (standard
+# library only), and the readers: results files through the loader, traces through the torch-free trace reader.
+JSON_ENCODING = {"reports.strict_json", "reports.schema"}
+READERS = {"reports.errors", "reports.load", "reports.validate", "reports.readback", "reports.trace.events",
+           "reports.trace.summary"}
+
+
+def test_suites_take_from_reports_only_the_json_encoding_and_the_readers():
+    for name, path in MODULES.items():
+        if name.startswith("suites"):
+            used = {n for n in imports_of(path) if n.startswith("reports.") and n in MODULES}
+            assert used <= JSON_ENCODING | READERS, f"{name} imports {sorted(used - JSON_ENCODING - READERS)}"
+    for name in JSON_ENCODING:  # the writers of the benchmarking side import it: no pandas, no matplotlib
+        third_party = {n.split(".")[0] for n in imports_of(MODULES[name])} - set(sys.stdlib_module_names)
+        assert third_party <= {"__future__"}, f"{name} imports {sorted(third_party)}"
 
 
 def test_no_import_cycles():

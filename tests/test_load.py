@@ -178,7 +178,7 @@ def test_several_runs_in_one_table_are_told_apart(tmp_path, capsys):
     shutil.copy(DATA / "run_cpu_quick_b.json", tmp_path / "b.json")
     assert main(["table", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2].split()[0] == "run"
+    assert lines[2] == "same on every row: status ok" and lines[4].split()[0] == "run"
     assert any(line.startswith("a.json ") for line in lines) and any(line.startswith("b.json ") for line in lines)
 
 

@@ -8,15 +8,17 @@ A GPU's datasheet peaks are tested on a copy whose machine_info gains a `gpu.pea
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from reports import hardware, peaks
 from reports.__main__ import main
 from reports.load import load
 from reports.plots import levers as lever_plot
 from reports.plots import matmul, roofline
-from tests.resultfiles import DATA, RUN_A, read, write
+from tests.resultfiles import DATA, RUN_A, RUN_B, converged_case, dated, read, scaled, write
 
 RUN = DATA / "run_cpu_quick_achievable.json"
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
@@ -75,6 +77,16 @@ def test_roofline_places_the_cases_with_both_models(tmp_path):
     assert written[0].read_bytes().startswith(PNG)
 
 
+def test_a_roofline_without_peaks_names_no_roof_and_keeps_its_title_lines():
+    """Seen in the HTML page: a legend entry for a roof that is not drawn, and the title's lines run together."""
+    frame = load([RUN_1THREAD])
+    rows = roofline.points(frame)
+    device = rows["device"].iloc[0]
+    fig = roofline.draw(rows, device, peaks.peaks(frame), 0)
+    assert not any("roof" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert fig._suptitle.get_text().split("\n")[:2] == [f"roofline on {device}", "no bandwidth peak recorded: no roofs"]
+
+
 def test_lever_picture_needs_two_systems(tmp_path):
     rows, _ = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
     assert lever_plot.plot(rows, tmp_path).read_bytes().startswith(PNG)
@@ -109,3 +121,76 @@ def test_hardware_bars_have_a_time_and_a_speedup_panel(tmp_path):
     rows, base = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
     path = hardware.bar_plot("matmul", hardware.shared(rows[rows["group"] == "matmul"]), base, tmp_path)
     assert path.read_bytes().startswith(PNG)
+
+
+@pytest.fixture
+def drawn(monkeypatch) -> list:
+    """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it)."""
+    figures = []
+    save = Figure.savefig
+
+    def recording(self, *args, **kwargs):
+        save(self, *args, **kwargs)
+        figures.append(self)
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    return figures
+
+
+def shown_tick_labels(figure: Figure) -> list[str]:
+    """What each visible tick label of the figure shows: mathtext is rendered (its source is not shown), any
+    other text as it is, `\\$` as a dollar sign (matplotlib's own rule, Text._preprocess_math)."""
+    shown = []
+    for ax in figure.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for label in [*axis.get_ticklabels(which="both")]:
+                if label.get_visible() and label.get_text():
+                    value, math = label._preprocess_math(label.get_text())
+                    shown.append("(mathtext)" if math else value)
+    return shown
+
+
+def _history_dir(folder: Path) -> Path:
+    """Ten dated copies of the two real runs, one case 30 % slower from the sixth: `history` finds a step."""
+    a, b = read(RUN_A), read(RUN_B)
+    case = converged_case(a)
+    for i in range(10):
+        data = scaled(a if i % 2 == 0 else b, case, 1.3) if i >= 5 else (a if i % 2 == 0 else b)
+        write(dated(data, f"2026-11-{i + 1:02d}T03:00:00+00:00", f"{i:040x}"), folder / f"run_{i:02d}.json")
+    return folder
+
+
+def test_no_tick_label_of_any_figure_shows_mathtext_source(drawn, tmp_path, capsys):
+    """Every figure of `plot`, `html` (hardware and lever pictures included), `hardware -o` and `history -o`,
+    drawn from real runs: log axes label their ticks with rendered powers, never `$\\mathdefault{10^{0}}$`."""
+    runs = [RUN, RUN_1THREAD, DATA / "batch_size_cpu_quick.json", DATA / "run_cpu_quick_rounds.json"]
+    assert main(["plot", *map(str, runs), "-o", str(tmp_path / "plots")]) == 0
+    assert main(["html", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path / "html")]) == 0
+    assert main(["hardware", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path / "hw")]) == 0
+    assert main(["history", str(_history_dir(tmp_path / "runs")), "-o", str(tmp_path / "history")]) == 0
+    names = {Path(p).name for p in tmp_path.rglob("*.png")}
+    for prefix in ("roofline-", "matmul-", "conv-", "batch_size_", "hardware-levers", "hardware_matmul",
+                   "history_step_", "history_"):
+        assert any(name.startswith(prefix) for name in names), prefix
+    assert len(drawn) >= 10
+    for figure in drawn:
+        labels = shown_tick_labels(figure)
+        assert labels and not [t for t in labels if "mathdefault" in t or "$" in t], figure.get_suptitle()
+    assert any("(mathtext)" in shown_tick_labels(f) for f in drawn)  # the log axes' powers of ten are rendered
+
+
+def test_a_dollar_in_a_name_from_the_data_is_shown_as_a_dollar(drawn, tmp_path):
+    data = read(RUN_A)
+    for entry in data["benchmarks"]:
+        entry["params"]["layer"] = "cost $a$ and $b$"  # would be mathtext if it were not escaped
+        entry["extra_info"]["case"] = entry["extra_info"]["case"].replace("matmul/", "matmul/$x$/")
+    other = read(RUN_1THREAD)
+    for entry in other["benchmarks"]:
+        entry["extra_info"]["case"] = entry["extra_info"]["case"].replace("matmul/", "matmul/$x$/")
+    files = [write(data, tmp_path / "a.json"), write(other, tmp_path / "b.json")]
+    assert main(["plot", str(files[0]), "-o", str(tmp_path / "plots")]) == 0
+    titles = [ax.get_title() for f in drawn for ax in f.axes]
+    assert r"cost \$a\$ and \$b\$" in titles  # escaped in the source, so shown as written
+    assert main(["hardware", *map(str, files), "-o", str(tmp_path / "hw")]) == 0
+    shown = [t for f in drawn for t in shown_tick_labels(f)]
+    assert any(t.startswith("$x$/square/") for t in shown), shown

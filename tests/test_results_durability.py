@@ -370,7 +370,7 @@ def test_sigterm_during_the_earlier_rounds_keeps_every_case_they_measured(tmp_pa
     assert all(sum(b["extra_info"]["round_samples"]) == len(b["stats"]["data"]) and
                len(b["extra_info"]["round_medians_s"]) == b["extra_info"]["bench_rounds"] for b in kept)
     assert f"{len(kept)} more kept from their earlier rounds" in data["incomplete_reason"]
-    table = run_reports_in_process("table", str(out))
+    table = run_reports_in_process("table", str(out), "--wide")
     assert table.returncode == 0 and len(re.findall(r"^float32 ", table.stdout, re.M)) == len(kept), table.stdout
 
 
@@ -383,7 +383,7 @@ def test_sigkill_during_the_earlier_rounds_leaves_them_in_the_journal(tmp_path):
     proc.communicate(timeout=60)
     lines = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
     assert [line["round"] for line in lines[:4]] == [1, 1, 1, 2]
-    table = run_reports_in_process("table", str(journal))
+    table = run_reports_in_process("table", str(journal), "--wide")
     assert table.returncode == 0 and len(re.findall(r"^float32 ", table.stdout, re.M)) == 3, table.stdout
 
 

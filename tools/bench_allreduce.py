@@ -16,7 +16,6 @@ Usage: torchrun --standalone --nproc-per-node 2 tools/bench_allreduce.py [--devi
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from reports import strict_json
 from suites.core import device as devices
 from suites.core.precision import DTYPES
 from suites.core.profiles import Profile, rules
@@ -97,7 +97,7 @@ def main() -> None:
             print(f"{r['bytes']:>10} {r['suite_busbw_gbps']:>17.4f} {r['hand_busbw_gbps']:>16.4f} {r['ratio']:>6.3f} "
                   f"{r['suite_spread']:>6.1%} {r['hand_spread']:>6.1%}")
         if args.json:
-            args.json.write_text(json.dumps(rows, indent=1))
+            args.json.write_text(strict_json.dumps(rows, indent=1))
     distributed.leave()
 
 

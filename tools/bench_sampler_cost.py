@@ -18,7 +18,6 @@ Usage: python tools/bench_sampler_cost.py [--interval-ms 20] [--seconds 2] [--js
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -29,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from reports import strict_json
 from suites.core import nvml
 from suites.core.cases import Case
 from suites.core.profiles import Profile, rules
@@ -150,7 +150,7 @@ def main() -> int:
             f"target < {TARGET_PCT} %)"
         )
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+        args.json.write_text(strict_json.dumps(result, indent=1))
     return 0
 
 

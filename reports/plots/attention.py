@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from reports.plots.style import text, title
 from reports.validate import warn
 
 GROUP = "attention"
@@ -59,13 +60,13 @@ def _guides(ax, seqs: np.ndarray, first: pd.Series) -> None:
         ax.plot(seqs, anchor * (seqs / seqs[0]) ** power, color="grey", linestyle="--", linewidth=0.8, label=label)
 
 
-def _draw(part: pd.DataFrame, title: str) -> Figure:
+def _draw(part: pd.DataFrame, what: str) -> Figure:
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     time_ax, mem_ax = fig.subplots(1, 2)
     for impl, lines in part.groupby("impl", sort=True):
         by_seq = lines.groupby("seq")[["median_s", "peak_mem_bytes"]].median().sort_index()
         oom = sorted(lines.loc[lines["status"] == "oom", "seq"].unique())
-        label = f"{impl} (oom at s={', '.join(map(str, oom))})" if oom else impl
+        label = text(f"{impl} (oom at s={', '.join(map(str, oom))})" if oom else impl)
         measured = by_seq.dropna(subset=["median_s"])
         if measured.empty:
             continue
@@ -91,7 +92,7 @@ def _draw(part: pd.DataFrame, title: str) -> Figure:
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title(what, part))
     return fig
 
 
@@ -106,11 +107,11 @@ def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         first = part.iloc[0]
         mask = "causal" if str(first["causal"]).lower() == "true" else "no mask"
         what = f"batch {value}" if kind == "batch" else f"batch x seq = {value} tokens"
-        title = (f"attention on {first['device']}: {first['dtype']}, {what}, {first['heads']} heads of "
-                 f"{first['head_dim']}, {mask}, {first['pass']}")
+        heading = (f"attention on {first['device']}: {first['dtype']}, {what}, {first['heads']} heads of "
+                   f"{first['head_dim']}, {mask}, {first['pass']}")
         name = _slug(f"attention-{first['device']}-{first['dtype']}-{kind}{value}-h{first['heads']}"
                      f"-d{first['head_dim']}-{'causal' if mask == 'causal' else 'nomask'}-{first['pass']}")
         path = outdir / f"{name}.png"
-        _draw(part, title).savefig(path, dpi=110)
+        _draw(part, heading).savefig(path, dpi=110)
         written.append(path)
     return written

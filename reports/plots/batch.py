@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
+
+from reports.plots.style import text, title
 
 GROUP = "train_step"
 
@@ -38,31 +40,33 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
 
 
-def _draw(rows: pd.DataFrame, largest: dict[str, int], title: str, path: Path) -> Path:
+def _draw(rows: pd.DataFrame, largest: dict[str, int], what: str, path: Path) -> Path:
     tokens = "tokens_per_s" in rows and rows["tokens_per_s"].notna().all()
     figure = "tokens_per_s" if tokens else "samples_per_s"
     unit, scale = ("GiB", 2**30) if rows["step_peak_bytes"].max() >= 2**30 else ("MiB", 2**20)
-    fig, (speed, memory) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    speed, memory = fig.subplots(1, 2)
     for precision, line in rows.groupby("precision"):
         line = line.groupby("batch")[[figure, "step_peak_bytes"]].median().sort_index()
-        speed.plot(line.index, line[figure], marker="o", label=precision)
-        drawn = memory.plot(line.index, line["step_peak_bytes"] / scale, marker="o", label=precision)
+        speed.plot(line.index, line[figure], marker="o", label=text(precision))
+        drawn = memory.plot(line.index, line["step_peak_bytes"] / scale, marker="o", label=text(precision))
         if precision in largest:
             memory.axvline(largest[precision], color=drawn[0].get_color(), linestyle=":",
-                           label=f"{precision}: largest batch {largest[precision]}")
+                           label=text(f"{precision}: largest batch {largest[precision]}"))
     if "mem_budget_bytes" in rows and rows["mem_budget_bytes"].notna().any():
         budget = rows["mem_budget_bytes"].max()
         memory.axhline(budget / scale, color="gray", linestyle="--", label=f"budget {budget / scale:.4g} {unit}")
     speed.set(xlabel="batch size (samples)", ylabel=figure.replace("_per_s", "/s"), title="throughput")
     memory.set(xlabel="batch size (samples)", ylabel=f"peak memory of a step ({unit})", title="peak memory")
+    batches = sorted({int(b) for b in rows["batch"]} | set(largest.values()))
     for axes in (speed, memory):
         axes.set_xscale("log", base=2)
+        axes.set_xticks(batches, labels=[str(b) for b in batches])  # batch sizes as numbers, not powers of two
+        axes.minorticks_off()
         axes.grid(True, which="both", alpha=0.3)
         axes.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
+    fig.suptitle(title(what, rows))
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 

@@ -3,11 +3,16 @@
 Each plotting module exposes `plots(frame, outdir) -> list[Path]`: it draws what the frame holds for its suite
 and returns the files written (none when the frame has no rows of that suite). Add a module to PLOTTERS to
 have its plots in this command and in the HTML report.
+
+Several runs of one device (a `.benchmarks` folder) are drawn run by run, each into a folder named after its
+run and titled with it, never pooled into one picture; runs of different devices share the folder, since every
+plot is per device anyway. Every title names its run, and a run cut short says so there.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import matplotlib
@@ -22,21 +27,37 @@ from reports.plots import batch as plot_batch
 from reports.plots import conv as plot_conv
 from reports.plots import matmul as plot_matmul
 from reports.plots import roofline as plot_roofline
-
-matplotlib.rcParams["text.parse_math"] = False  # names from the data are text: `$x$` is not mathtext
+from reports.table import run_notes
 
 PLOTTERS: list = [plot_roofline, plot_matmul, plot_conv, plot_attention, plot_batch]
 
 
+def by_run(frame: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
+    """[(None, frame)] when no device has several runs; else one (run name, its rows) per run, oldest first."""
+    if "file" not in frame or not frame.groupby("device")["file"].nunique().gt(1).any():
+        return [(None, frame)]
+    order = frame.groupby("file", sort=False)["datetime"].first().sort_values(kind="stable").index
+    return [(Path(file).stem, frame[frame["file"] == file]) for file in order]
+
+
+def run_folder(outdir: Path, run: str | None) -> Path:
+    """Where a run's plots go: outdir itself for a single pass, else a folder named after the run."""
+    return output_dir(outdir if run is None else outdir / (re.sub(r"[^A-Za-z0-9._-]+", "-", run).strip("-") or "run"))
+
+
 def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
-    """Every registered plot of the frame, written under outdir."""
+    """Every registered plot of the frame, written under outdir (run by run where a device has several runs)."""
     output_dir(outdir)
-    return [path for module in PLOTTERS for path in module.plots(frame, outdir)]
+    return [path for run, part in by_run(frame) for module in PLOTTERS
+            for path in module.plots(part, run_folder(outdir, run))]
 
 
 def run(args: argparse.Namespace) -> int:
     output_dir(args.out)
-    written = write_all(load(args.results, samples=False), Path(args.out))
+    frame = load(args.results, samples=False)
+    for note in run_notes(frame):  # also in the title of each of its plots
+        print(note)
+    written = write_all(frame, Path(args.out))
     for path in written:
         print(path)
     if not written:

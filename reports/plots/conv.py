@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from reports.dtypes import dtypes_in_order
+from reports.plots.style import text, title
 
 GROUP = "conv"
 FORMAT_ORDER = ["contiguous", "channels_last"]
@@ -26,25 +27,26 @@ def measured(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["group"] == GROUP) & frame["median_s"].notna()]
 
 
-def _draw(part: pd.DataFrame, title: str) -> Figure:
+def _draw(part: pd.DataFrame, what: str) -> Figure:
     dtypes = dtypes_in_order(part["dtype"].unique())
     layers = list(dict.fromkeys(part["layer"] + "\n" + part["shape"]))  # in the order the suite ran them
-    fig = Figure(figsize=(max(6.0, 1.1 * len(layers)) * len(dtypes) / 2 + 2, 5), layout="constrained")
+    fig = Figure(figsize=(max(8.0, max(6.0, 1.1 * len(layers)) * len(dtypes) / 2 + 2), 5), layout="constrained")
     axes = fig.subplots(1, len(dtypes), sharey=True, squeeze=False)[0]
     for ax, dtype in zip(axes, dtypes, strict=True):
         rows = part[part["dtype"] == dtype].assign(label=lambda r: r["layer"] + "\n" + r["shape"])
         table = rows.pivot_table(index="label", columns="memory_format", values="median_s", aggfunc="median") * 1e3
         table = table.reindex(index=[x for x in layers if x in table.index],
                               columns=[f for f in FORMAT_ORDER if f in table.columns])
+        table = table.rename(index=text, columns=text)  # pandas labels the bars and ticks with these
         table.plot.bar(ax=ax, logy=True, rot=60, width=0.8, legend=ax is axes[0])
-        ax.set_title(dtype)
+        ax.set_title(text(dtype))
         ax.set_xlabel("")
         ax.set_ylabel("median time per call (ms)")
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(True, axis="y", which="both", alpha=0.3)
     if axes[0].get_legend():
         axes[0].legend(fontsize=8, framealpha=0.6)
-    fig.suptitle(title)
+    fig.suptitle(title(what, part))
     return fig
 
 

@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 
 from reports import peaks as device_peaks
 from reports.dtypes import dtypes_in_order
-from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, file_name, flops_unit
+from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, file_name, flops_unit, text, title
 
 GROUP = "matmul"
 
@@ -54,11 +54,11 @@ def _panel(ax, rows: pd.DataFrame, dtypes: list[str], scale: float, percent: pd.
         for x, s, h in zip(xs, [s for s in shapes if s in part.index], heights, strict=True):
             pct = percent.get(part.loc[s, "_row"])
             if pd.notna(pct):
-                text = f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
-                ax.annotate(text, (x, h), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                share = f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
+                ax.annotate(share, (x, h), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                             fontsize=6, rotation=90)
     aligns = rows.drop_duplicates("shape").set_index("shape")["align"]
-    ax.set_xticks(range(len(shapes)), [f"{s}\n{ALIGN_LABEL.get(str(aligns[s]), aligns[s])}" for s in shapes],
+    ax.set_xticks(range(len(shapes)), [text(f"{s}\n{ALIGN_LABEL.get(str(aligns[s]), aligns[s])}") for s in shapes],
                   fontsize=7)
     ax.set_xlim(-0.6, len(shapes) - 0.4)
 
@@ -91,18 +91,18 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame) -> Figure:
     axes = fig.subplots(1, len(layers), sharey=True, squeeze=False, width_ratios=[c + 0.6 for c in counts])[0]
     for ax, layer in zip(axes, layers, strict=True):
         _panel(ax, rows[rows["layer"] == layer], dtypes, scale, percent)
-        ax.set_title(layer, fontsize=9)
+        ax.set_title(text(layer), fontsize=9)
         ax.set_yscale("log")
         ax.grid(True, axis="y", which="both", alpha=0.3)
     axes[0].set_ylabel(f"{unit} (log scale; median device time)")
     low = rows["rate"].min() / scale
     axes[0].set_ylim(bottom=low / 2, top=max([rows["rate"].max(), *roof_values]) / scale * 3)
-    handles = [Patch(color=DTYPE_COLORS.get(d, "grey"), label=d) for d in dtypes]
+    handles = [Patch(color=DTYPE_COLORS.get(d, "grey"), label=text(d)) for d in dtypes]
     handles += _roofs(axes, device, table, dtypes, scale)
     note = f"number over a bar: {percent_of}" if percent_of else None
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False,
                title=note, title_fontsize=8)
-    fig.suptitle(f"matmul on {device}: {unit} per shape (MxNxK) and dtype, alignment classes side by side")
+    fig.suptitle(title(f"matmul on {device}: {unit} per shape (MxNxK) and dtype, alignment classes side by side", rows))
     return fig
 
 

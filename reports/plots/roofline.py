@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 
 from reports import peaks as device_peaks
 from reports.dtypes import dtypes_in_order
-from reports.plots.style import DTYPE_COLORS, file_name, flops_unit
+from reports.plots.style import DTYPE_COLORS, file_name, flops_unit, text, title
 
 MARKERS = {"float32": "o", "tf32": "D", "float16": "s", "bfloat16": "^", "float8_e4m3fn": "P"}
 # Suite colours stay clear of the dtype colours of the roofs (reports.plots.style).
@@ -57,7 +57,7 @@ def _roofs(ax, xs: np.ndarray, values: dict[str, float], dtypes: list[str], scal
         color = DTYPE_COLORS.get(dtype, "grey")
         run = xs[xs >= values[dtype] / bandwidth]
         ax.plot(run, np.full(len(run), values[dtype] / scale), color=color, linestyle=style, lw=1.3)
-        ax.annotate(f"{dtype} {kind} {values[dtype] / scale:.4g} {unit}", (xs[-1], values[dtype] / scale),
+        ax.annotate(text(f"{dtype} {kind} {values[dtype] / scale:.4g} {unit}"), (xs[-1], values[dtype] / scale),
                     xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=7, color=color)
 
 
@@ -86,19 +86,21 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame, unplaced: int) ->
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte of the case's traffic model)",
            ylabel=f"attained {unit} (FLOP / median device time)")
     ax.grid(True, which="both", alpha=0.25)
-    handles = [Line2D([], [], marker="o", linestyle="none", color=colors[s], label=f"suite: {s}") for s in suites]
-    handles += [Line2D([], [], marker=MARKERS.get(d, "X"), linestyle="none", color="grey", label=f"dtype: {d}")
+    handles = [Line2D([], [], marker="o", linestyle="none", color=colors[s], label=text(f"suite: {s}"))
+               for s in suites]
+    handles += [Line2D([], [], marker=MARKERS.get(d, "X"), linestyle="none", color="grey", label=text(f"dtype: {d}"))
                 for d in dtypes]
     bandwidths = ", ".join(f"{kind} {v['bandwidth'] / 1e9:.4g} GB/s" for kind, v in roofs.items()
                            if v.get("bandwidth"))
-    handles += [Line2D([], [], color="k", linestyle="-", label="achievable roof (searched here)")]
+    if roofs["achievable"]:
+        handles += [Line2D([], [], color="k", linestyle="-", label="achievable roof (searched here)")]
     if roofs["datasheet"]:
         handles += [Line2D([], [], color="k", linestyle="--", label="datasheet roof")]
     ax.legend(handles=handles, fontsize=8, loc="upper left", framealpha=0.9)  # above the bandwidth roof: empty
     subtitle = f"memory roof: {bandwidths}" if bandwidths else "no bandwidth peak recorded: no roofs"
     if unplaced:
         subtitle += f"; {unplaced} timed case(s) have no byte model and are not placed"
-    fig.suptitle(f"roofline on {device}\n{subtitle}", fontsize=11)
+    fig.suptitle(title(f"roofline on {device}\n{subtitle}", rows), fontsize=11)
     return fig
 
 

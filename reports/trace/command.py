@@ -4,7 +4,8 @@ Per GPU device: span, busy, idle, compute and non-compute time, tensor-core shar
 and by class, the same per ProfilerStep; on the host: synchronizing calls and bytes copied to and from the device.
 Definitions are in reports/trace/summary.py; how kernels are classed is in reports/trace/kernels.py.
 
-`--json` prints one JSON object: for one FILE `{"file", "devices": [...], "host": {...}, "steps": [...],
+`--json` prints one strict-JSON object (a figure that is not finite is null, listed under `nonfinite`:
+docs/results.md): for one FILE `{"file", "devices": [...], "host": {...}, "steps": [...],
 "message"}`; for several, `{"files": [that object per FILE, in order], "ranks": {...}}`: several files are read
 as the ranks of one run (reports/trace/ranks.py): one row per rank, the straggler, and the share of each rank's
 communication kernels that overlaps its compute.
@@ -13,13 +14,11 @@ communication kernels that overlaps its compute.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
+from reports import strict_json
 from reports.trace.events import read_trace
 from reports.trace.kernels import NAME_NOISE
 from reports.trace.ranks import RankSpread, spread
@@ -53,24 +52,12 @@ def run(args: argparse.Namespace) -> int:
     ranks = spread(traces) if len(traces) > 1 else None
     if args.json:
         objects = [summary_to_json(summary, args.top) for summary in summaries]
-        document = finite(objects[0] if len(objects) == 1 else {"files": objects, "ranks": ranks.to_json()})
-        print(json.dumps(document, indent=1, allow_nan=False))
+        document = objects[0] if len(objects) == 1 else {"files": objects, "ranks": ranks.to_json()}
+        print(strict_json.dumps(document, indent=1))  # a NaN or infinity is null, listed under `nonfinite`
     else:
         texts = [summary_to_text(summary, args.top) for summary in summaries]
         print("\n\n".join(texts + ([ranks_to_text(ranks)] if ranks else [])))
     return 0
-
-
-def finite(value: Any) -> Any:
-    """The document with every NaN or infinity as null: bare `NaN`/`Infinity` are not JSON, and jq or a
-    browser would reject the whole output."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(item) for item in value]
-    return value
 
 
 def ranks_to_text(ranks: RankSpread) -> str:

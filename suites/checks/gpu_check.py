@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from reports import strict_json
 from reports.errors import InputError
 from reports.load import output_dir
 from suites.checks.bounded import TERM_GRACE_S, Finished, run_bounded
@@ -230,7 +231,7 @@ class Report:
         print(f"[{self.clock():6.1f} s] {mark} {row.step:<19} {row.check}: {row.figure} = {row.value}"
               + (f" (target {row.target})" if row.target else ""), flush=True)
         with self.path.open("a") as fh:
-            fh.write(json.dumps(asdict(row) | {"t_s": round(self.clock(), 2)}) + "\n")
+            fh.write(strict_json.dumps(asdict(row) | {"t_s": round(self.clock(), 2)}) + "\n")
 
     def progress(self, step: str, limit_s: float) -> Callable[[float, str], None]:
         """A running step's progress line (printed, not a row): its time so far and its log's last line."""

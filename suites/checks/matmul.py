@@ -13,13 +13,13 @@ it), its peaks beside the datasheet's; mamf-finder found about 80 % (bf16) and 7
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
+from reports import strict_json
 from suites.checks.rows import Row, number, read_step, sourced, status_text
 from suites.core import achievable, profiles
 from suites.core import device as devices
@@ -123,7 +123,7 @@ def achievable_search(out: Path, device: torch.device) -> Iterator[Row]:
         peaks.bandwidth = max(peaks.kernels.values(), key=lambda f: f.value)
     else:
         peaks.missing["bandwidth"] = "no copy or triad array size of the plan fits in memory"
-    (out / "achievable.json").write_text(json.dumps(peaks.as_dict(), indent=1))
+    (out / "achievable.json").write_text(strict_json.dumps(peaks.as_dict(), indent=1))
     datasheet = devices.gpu_info(device).peaks if device.type == "cuda" else {}
     for row in peak_rows(peaks, datasheet, plan):
         row.source = "achievable.json"

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import torch
 
+from reports import strict_json
 from suites.core import device as devices
 from suites.core import gemm
 from suites.core.cases import Case, Unsupported
@@ -293,7 +294,7 @@ def load(directory: Path, ident: dict, profile: str) -> Peaks | None:
     for wanted in searches_serving(profile):
         path = cache_path(directory, ident, wanted)
         try:
-            data = json.loads(path.read_text())
+            data = strict_json.loads(path.read_text())
         except (OSError, ValueError):
             continue
         if data.get("format") == FORMAT and data.get("identity") == ident:
@@ -304,7 +305,7 @@ def load(directory: Path, ident: dict, profile: str) -> Peaks | None:
 def save(peaks: Peaks, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = cache_path(directory, peaks.identity, peaks.profile)
-    path.write_text(json.dumps(peaks.as_dict(), indent=1))
+    path.write_text(strict_json.dumps(peaks.as_dict(), indent=1))
     return path
 
 

@@ -53,7 +53,7 @@ def require_cuda_timing(device: torch.device) -> None:
 
 
 def align_class(*dims: int) -> str:
-    """`64` when every dimension is a multiple of 64, `8` when of 8, else `odd`: the design card's `align` axis."""
+    """`64` when every dimension is a multiple of 64, `8` when of 8, else `odd`: the `align` axis (docs/results.md)."""
     if all(d % 64 == 0 for d in dims):
         return "64"
     if all(d % 8 == 0 for d in dims):

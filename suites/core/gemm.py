@@ -1,4 +1,4 @@
-"""The one gemm that every matmul measurement runs: C = A @ B in a design-card dtype, on random inputs.
+"""The one gemm that every matmul measurement runs: C = A @ B in a `dtype` of docs/results.md, on random inputs.
 
 The matmul suite times it per shape and the achievable-peak search times it over a grid of shapes; both must
 run the same kernel path, so it lives here once. float8 is torch._scaled_mm with per-tensor scales (A row-major,

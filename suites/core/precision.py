@@ -37,7 +37,7 @@ def tf32_unsupported(device: torch.device) -> str | None:
     return None
 
 
-# The `dtype` axis names of the design card, and the storage dtype each runs in (tf32 stores float32).
+# The `dtype` axis names (stable: docs/results.md), and the storage dtype each runs in (tf32 stores float32).
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "tf32": torch.float32,

@@ -1,4 +1,4 @@
-"""Runs one case: build, measure, check against float64, and turn it all into the design card's extra_info.
+"""Runs one case: build, measure, check against float64, and turn it all into the extra_info of docs/results.md.
 
 Failures are results: an out-of-memory error becomes `status: oom` with the memory that was asked for, a case
 the device cannot run becomes `unsupported` with the reason, any other exception `error`; memory is released

@@ -4,10 +4,11 @@ Why a journal: pytest-benchmark writes its JSON once, after the last test, so a 
 (SIGKILL, the OOM killer) would keep nothing. The journal keeps every finished case; `python -m reports` reads
 it as a results file marked incomplete (reports/load.py, `read_journal`).
 
-Format (JSON Lines): a header `{"journal": 2, "machine_info": ..., "commit_info": ..., "datetime": ...,
-"version": ..., "writer": {"pid", "host", "started"}}`, then one line per case: `{"benchmarks": ENTRY}` or
-`{"not_measured": ENTRY}`. A case measured in rounds before pytest's pass is journaled after each of its rounds,
-with `"round": K` beside the entry; a later line of the same case (same `fullname`) supersedes an earlier one.
+Format (JSON Lines, each line strict JSON with its own `nonfinite`: docs/results.md): a header `{"journal": 2,
+"schema_version": 1, "machine_info": ..., "commit_info": ..., "datetime": ..., "version": ..., "writer": {"pid",
+"host", "started"}}`, then one line per case: `{"benchmarks": ENTRY}` or `{"not_measured": ENTRY}`. A case
+measured in rounds before pytest's pass is journaled after each of its rounds, with `"round": K` beside the
+entry; a later line of the same case (same `fullname`) supersedes an earlier one.
 
 What makes it durable:
 
@@ -31,6 +32,9 @@ import socket
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+
+from reports import strict_json
+from reports.schema import RESULTS_SCHEMA_VERSION
 
 SUFFIX = ".journal"
 VERSION = 2
@@ -90,7 +94,8 @@ def process_start(pid: int) -> float | None:
 
 
 def encode(line: dict) -> bytes:
-    return (json.dumps(line, default=repr) + "\n").encode()
+    """One line of strict JSON (reports/strict_json.py: json escapes every newline inside a string)."""
+    return (strict_json.dumps(line) + "\n").encode()
 
 
 class Journal:
@@ -107,7 +112,8 @@ class Journal:
         """The journal at path, its header on disk; a stale journal there is moved aside (or, holding no case,
         taken over), with a line in `notes`. JournalBusy when a running process owns it; OSError when the header
         cannot be written (nothing is left behind then)."""
-        line = encode({"journal": VERSION, **header, "writer": asdict(Writer.this_process())})
+        line = encode({"journal": VERSION, "schema_version": RESULTS_SCHEMA_VERSION, **header,
+                       "writer": asdict(Writer.this_process())})
         for _ in range(5):  # another run may move or take the file between our steps: look again
             fd = _open_exclusively(path, notes)
             if fd is None:

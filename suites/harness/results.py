@@ -39,8 +39,10 @@ from pathlib import Path
 
 import pytest
 from pytest_benchmark import __version__ as PYTEST_BENCHMARK_VERSION
-from pytest_benchmark.utils import get_tag, safe_dumps
+from pytest_benchmark.utils import SafeJSONEncoder, get_tag
 
+from reports import strict_json
+from reports.schema import RESULTS_SCHEMA_VERSION
 from suites.harness.journal import SUFFIX as JOURNAL_SUFFIX
 from suites.harness.journal import Journal, JournalBusy, fsync_dir
 
@@ -81,8 +83,10 @@ def blocked_signals() -> Iterator[None]:
 
 
 def dumps(data: dict) -> str:
-    """JSON as pytest-benchmark writes it (its encoder turns what json cannot encode into its repr)."""
-    return safe_dumps(data, ensure_ascii=True, indent=4)
+    """The results document as strict JSON, stamped with its schema version first (pytest-benchmark's encoder
+    turns what json cannot encode into its repr, as pytest-benchmark's own files do)."""
+    return strict_json.dumps({"schema_version": RESULTS_SCHEMA_VERSION, **data}, default=SafeJSONEncoder().default,
+                             ensure_ascii=True, indent=4)
 
 
 def resolve_target(path: Path) -> Path:

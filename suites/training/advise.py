@@ -143,7 +143,8 @@ def speedup(row: Row, base: Row) -> float:
 
 def helps(row: Row, base: Row) -> bool:
     """Faster than the baseline beyond the noise: by MIN_GAIN, and every step time of its interquartile range
-    below the baseline's (a shared machine moves single steps a lot; the quartiles of both must not overlap)."""
+    below the baseline's (a shared machine moves single steps a lot; the quartiles of both must not overlap).
+    The reports define `faster` in reports/change.py, which says why this advisor keeps a rule of its own."""
     return speedup(row, base) > 1 + MIN_GAIN and row.q3_s < base.q1_s
 
 

@@ -1,0 +1,10 @@
+"""The versions of the JSON documents the project writes; their fields are in docs/results.md.
+
+`RESULTS_SCHEMA_VERSION` is the top-level `schema_version` of a results file and of its journal's header line
+(docs/schema/results.schema.json), `COMPARE_SCHEMA_VERSION` that of `compare --json`
+(docs/schema/compare.schema.json). A version changes when a field is renamed, removed or changes its meaning;
+a field added leaves it as it is, so a reader of version N reads every later file of version N.
+"""
+
+RESULTS_SCHEMA_VERSION = 1
+COMPARE_SCHEMA_VERSION = 1

@@ -1,0 +1,66 @@
+"""`python -m reports table` on real runs: tables fit the terminal, say what they left out, name runs cut short."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from reports.__main__ import main
+from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
+
+# every suite's real runs: the widest tables (train_step's 15 params, collectives, the batch sweep), two runs of one
+# device (a run column), another project's file
+FILES = [RUN_A, RUN_B, DATA / "batch_size_cpu_quick.json", DATA / "dist_cpu_quick.json",
+         DATA / "advise_conv_cpu_quick" / "sweep.json", DATA / "pb4_other_project.json"]
+
+
+def _table(capsys, *args: str) -> list[str]:
+    assert main(["table", *map(str, FILES), *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("width", [100, 120, 160])
+def test_every_line_fits_the_terminal_and_wide_shows_every_column(width, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", str(width))
+    fitted = _table(capsys)
+    assert max(map(len, fitted)) <= width
+    wide = _table(capsys, "--wide")
+    assert max(map(len, wide)) > 250  # as the tables were before: every param and figure on every row
+    assert any(line.startswith("(left out to fit") for line in fitted)
+    assert any("each case named by its id" in line for line in fitted)  # train_step's params do not fit
+    assert not any(line.startswith("(left out") for line in wide)
+
+
+def test_what_is_left_out_is_named_and_constant_columns_are_said_once(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "100")
+    lines = _table(capsys)
+    matmul = lines[lines.index("## matmul on AMD EPYC (2 threads)"):]
+    assert matmul[2] == "same on every row: status ok"
+    left_out = next(line for line in matmul if line.startswith("(left out to fit 100 characters: "))
+    header = next(line for line in matmul if line.startswith("run "))
+    for column in left_out.split(": ", 1)[1].split(";")[0].split(", "):
+        assert column not in header.split()
+    assert "time" in header.split() and "tflops" in header.split()  # the figures that matter stay
+
+
+def test_an_incomplete_run_says_so_first(tmp_path, capsys):
+    data = read(RUN_A)
+    del data["benchmarks"][5:]
+    data.update(incomplete=True, incomplete_reason="stopped by SIGTERM; 5 of 21 selected cases finished")
+    assert main(["table", str(write(data, tmp_path / "cut.json"))]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "INCOMPLETE run cut.json: stopped by SIGTERM; 5 of 21 selected cases finished; it holds only " \
+        "the cases it finished"
+
+
+def test_a_killed_runs_journal_says_so_in_the_table(tmp_path, capsys):
+    journal = tmp_path / "run.json.journal"
+    shutil.copy(RUN_A, tmp_path / "a.json")
+    data = read(RUN_A)
+    from reports import strict_json
+    lines = [strict_json.dumps({"journal": 1, "machine_info": data["machine_info"], "datetime": data["datetime"]}),
+             strict_json.dumps({"benchmarks": data["benchmarks"][0]})]
+    journal.write_text("\n".join(lines) + "\n")
+    assert main(["table", str(journal)]) == 0
+    assert capsys.readouterr().out.startswith("INCOMPLETE run run.json.journal: the run ended without writing")
