@@ -77,7 +77,8 @@ def local_device(device: torch.device) -> torch.device:
         return device
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device.index not in (None, local_rank) and int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
-        raise pytest.UsageError(f"--device {device}: under torchrun each rank uses cuda:LOCAL_RANK; pass --device cuda")
+        raise pytest.UsageError(f"--bench-device {device}: under torchrun each rank uses cuda:LOCAL_RANK; "
+                                "pass --bench-device cuda")
     return torch.device("cuda", local_rank)
 
 
