@@ -1,5 +1,7 @@
 """Runs that several test modules read: one process each, however many tests check it."""
 
+from pathlib import Path
+
 import pytest
 
 from tests.runs import run_bench
@@ -13,3 +15,14 @@ def quick_run(tmp_path_factory) -> dict:
                      "float32,bfloat16,float16,tf32", "-k", "square", json_path=out)
     assert proc.returncode == 0, proc.tail()
     return {"path": out, "json": proc.json, "stdout": proc.stdout}
+
+
+@pytest.fixture(scope="module")
+def advise_rows() -> list:
+    """The advisor's rows of a real conv sweep on this CPU (tests/data/advise_conv_cpu_quick), with parity."""
+    from suites.training import advise  # the plugin's tests need no torch at collection
+
+    sweep = Path(__file__).parent / "data" / "advise_conv_cpu_quick"
+    found = advise.read_rows(sweep / "sweep.json") + advise.read_rows(sweep / "combination.json")
+    advise.add_parity(found)
+    return found

@@ -14,24 +14,15 @@ from suites.core import children
 from suites.training import advise
 from tests.runs import start_python
 
-ROOT = Path(__file__).resolve().parents[1]
-SWEEP = ROOT / "tests" / "data" / "advise_conv_cpu_quick"
 DICT_MODEL = ["tests.user_models:dict_model", "--batch", "tests.user_models:dict_batch", "--device", "cpu"]
 
 
-@pytest.fixture(scope="module")
-def rows() -> list[advise.Row]:
-    found = advise.read_rows(SWEEP / "sweep.json") + advise.read_rows(SWEEP / "combination.json")
-    advise.add_parity(found)
-    return found
-
-
-def test_a_setting_whose_loss_is_not_finite_is_never_recommended(rows):
+def test_a_setting_whose_loss_is_not_finite_is_never_recommended(advise_rows):
     """The fused case made 10x faster, but its loss went NaN (which a results file holds as a missing loss)."""
-    fused = next(r for r in rows if r.lever == "optimizer")
+    fused = next(r for r in advise_rows if r.lever == "optimizer")
     for loss in (float("nan"), None, float("inf")):
         diverged = [dataclasses.replace(r, median_s=r.median_s / 10, q1_s=r.q1_s / 10, q3_s=r.q3_s / 10,
-                                        loss_after_n=loss) if r is fused else r for r in rows]
+                                        loss_after_n=loss) if r is fused else r for r in advise_rows]
         advise.add_parity(diverged)
         best = advise.recommend(diverged, budget=None)
         assert best is not None and best.lever != "optimizer"
@@ -40,8 +31,8 @@ def test_a_setting_whose_loss_is_not_finite_is_never_recommended(rows):
         assert advise.verdict(hit, base, None).startswith("no finite loss")
 
 
-def test_when_fp32s_own_loss_is_not_finite_nothing_is_recommended(rows):
-    broken = [dataclasses.replace(r, loss_after_n=float("nan")) if r.label == "fp32" else r for r in rows]
+def test_when_fp32s_own_loss_is_not_finite_nothing_is_recommended(advise_rows):
+    broken = [dataclasses.replace(r, loss_after_n=float("nan")) if r.label == "fp32" else r for r in advise_rows]
     advise.add_parity(broken)
     measured = [r for r in broken if r.measured and r.label != "fp32"]
     assert measured and all(advise.rejection(r, None) for r in measured)

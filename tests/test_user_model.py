@@ -102,58 +102,50 @@ def test_load_names_what_failed():
 # The recommendation, read from a real sweep of examples/conv_model.py (python -m suites.advise, CPU, quick profile,
 # on this shared 2-core machine under load, the example then at width 32, depth 4, batch 16 of 32x32 images)
 
-SWEEP = ROOT / "tests" / "data" / "advise_conv_cpu_quick"
 
 
-@pytest.fixture(scope="module")
-def rows() -> list[advise.Row]:
-    found = advise.read_rows(SWEEP / "sweep.json") + advise.read_rows(SWEEP / "combination.json")
-    advise.add_parity(found)
-    return found
-
-
-def test_with_every_quartile_overlapping_the_baseline_it_recommends_the_baseline(rows):
+def test_with_every_quartile_overlapping_the_baseline_it_recommends_the_baseline(advise_rows):
     """This loaded machine's run: no lever's step times cleared the baseline's interquartile range."""
-    base = next(r for r in rows if r.lever == "baseline")
-    assert not any(advise.helps(r, base) for r in rows if r.measured)
-    assert advise.recommend(rows, budget=None) is base
+    base = next(r for r in advise_rows if r.lever == "baseline")
+    assert not any(advise.helps(r, base) for r in advise_rows if r.measured)
+    assert advise.recommend(advise_rows, budget=None) is base
 
 
-def test_a_case_made_faster_beyond_the_noise_is_recommended(rows):
+def test_a_case_made_faster_beyond_the_noise_is_recommended(advise_rows):
     """The same run with the fused-optimizer case's step times divided by 10: it helps, and it is chosen."""
-    base = next(r for r in rows if r.lever == "baseline")
-    fused = next(r for r in rows if r.lever == "optimizer")
+    base = next(r for r in advise_rows if r.lever == "baseline")
+    fused = next(r for r in advise_rows if r.lever == "optimizer")
     faster = [dataclasses.replace(r, median_s=r.median_s / 10, q1_s=r.q1_s / 10, q3_s=r.q3_s / 10)
-              if r is fused else r for r in rows]
+              if r is fused else r for r in advise_rows]
     best = advise.recommend(faster, budget=None)
     assert best.lever == "optimizer"
     assert advise.verdict(best, base, None) == f"helps: {base.median_s / (fused.median_s / 10):.2f}x"
     assert advise.combination(faster, None).optimizer == "fused"
 
 
-def test_every_lever_has_a_verdict_and_rejections_say_why(rows):
-    base = next(r for r in rows if r.lever == "baseline")
-    verdicts = {(r.lever, r.label): advise.verdict(r, base, None) for r in rows}
+def test_every_lever_has_a_verdict_and_rejections_say_why(advise_rows):
+    base = next(r for r in advise_rows if r.lever == "baseline")
+    verdicts = {(r.lever, r.label): advise.verdict(r, base, None) for r in advise_rows}
     assert verdicts[("precision", "tf32")].startswith("unsupported here: tf32")
-    fp32 = next(r for r in rows if r.label == "fp32")
+    fp32 = next(r for r in advise_rows if r.label == "fp32")
     assert fp32.parity_rel == 0.0
-    for r in rows:
+    for r in advise_rows:
         if r.parity_rel is not None and r.parity_rel > advise.PARITY_TOLERANCE:
             assert verdicts[(r.lever, r.label)].startswith("diverges")
-    table = advise.table(rows, None)
-    assert all(r.label in table for r in rows)
+    table = advise.table(advise_rows, None)
+    assert all(r.label in table for r in advise_rows)
 
 
-def test_a_budget_below_every_case_recommends_nothing_and_says_so(rows):
-    assert advise.recommend(rows, budget=1) is None
-    assert advise.rejection(rows[0], budget=1).startswith("over the memory budget")
+def test_a_budget_below_every_case_recommends_nothing_and_says_so(advise_rows):
+    assert advise.recommend(advise_rows, budget=1) is None
+    assert advise.rejection(advise_rows[0], budget=1).startswith("over the memory budget")
 
 
-def test_the_combination_holds_only_levers_that_helped(rows):
-    base = next(r for r in rows if r.lever == "baseline")
-    chosen = advise.combination(rows, None)
+def test_the_combination_holds_only_levers_that_helped(advise_rows):
+    base = next(r for r in advise_rows if r.lever == "baseline")
+    chosen = advise.combination(advise_rows, None)
     for lever, field in advise.LEVER_FIELD.items():
-        case = next((r for r in rows if r.lever == lever and r.measured), None)
+        case = next((r for r in advise_rows if r.lever == lever and r.measured), None)
         if getattr(chosen, field) != getattr(base.levers, field):
             assert case is not None and advise.helps(case, base)
 
