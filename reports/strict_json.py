@@ -134,14 +134,14 @@ class Listed:
 
     def unused(self) -> list[str]:
         """The problems, with every entry not yet restored (its part was read before the list)."""
-        left = [f"{NONFINITE} entry {json.dumps(entry, default=repr)[:80]} comes after the part it names: that "
-                "value stays missing" for entries in self._by_part.values() for *_, entry in entries]
+        left = [_unusable(entry, "comes after the part it names: that value stays missing")
+                for entries in self._by_part.values() for *_, entry in entries]
         self._by_part.clear()
         return [*self.problems, *left]
 
 
-def _unusable(entry: Any) -> str:
-    return f"{NONFINITE} entry {json.dumps(entry, default=repr)[:80]} points at no null"
+def _unusable(entry: Any, why: str = "points at no null") -> str:
+    return f"{NONFINITE} entry {json.dumps(entry, default=repr)[:80]} {why}"
 
 
 def restore(document: Any) -> list[str]:
