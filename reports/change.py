@@ -56,6 +56,17 @@ def flag(row: pd.Series, column: str, value: bool = True) -> bool:
     return isinstance(found, bool | np.bool_) and bool(found) == value
 
 
+# Timers whose window holds the host out (suites/core/timing.py): a busy host delays when a sample starts, not
+# what the device takes, so host contention says nothing about these figures.
+DEVICE_TIMERS = ("cuda_event", "cuda_graph")
+
+
+def host_disturbed(row: pd.Series) -> bool:
+    """Whether host contention can have moved the row's figure: the run flagged the case `contended` and its
+    timer includes the host (the wall clock, or a file that does not say which timer ran)."""
+    return flag(row, "contended") and row.get("timer") not in DEVICE_TIMERS
+
+
 def doubts(row: pd.Series, noise_measured: bool) -> list[str]:
     """Why one run's time of a case cannot be judged as it stands: `throttled` (a thermal or hardware slowdown,
     suites/observers/telemetry.py), and `not converged` where no measured run-to-run noise (rounds, a history)

@@ -185,11 +185,11 @@ def case_noise(row: pd.Series) -> float:
     return math.log1p(change.ASSUMED_NOISE_PCT / 100)
 
 
-def case_doubt(row: pd.Series) -> str:
-    """Why a case's time cannot be trusted as it stands (reports/change.py, `doubts`, plus host contention);
-    '' when it can."""
+def case_doubt(row: pd.Series) -> tuple[str, ...]:
+    """Why a case's time cannot be trusted as it stands (reports/change.py, `doubts`, plus host contention where
+    the case's timer holds the host); empty when it can."""
     reasons = change.doubts(row, noise_measured=len(noise.round_medians(row)) > 1)
-    return ", ".join(reasons + (["contended"] if change.flag(row, "contended") else []))
+    return tuple(reasons + (["contended"] if change.host_disturbed(row) else []))
 
 
 def figure(row: pd.Series, spec: Spec) -> float:
@@ -205,7 +205,7 @@ def figure(row: pd.Series, spec: Spec) -> float:
 def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """Baseline and variant figures of the cases that differ only in the spec's axis (one row per pair), with
     each side's noise (`baseline_noise`, `variant_noise`, log units) and the doubt about the pair (`doubt`)."""
-    empty = pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "doubt"])
+    empty = pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "reasons", "doubt"])
     rows = rows[(rows["group"] == spec.group) & (rows.get("status") == "ok")]
     if "lever" in rows:
         rows = rows[~rows["lever"].isin(UNPAIRED_LEVERS)]
@@ -224,15 +224,18 @@ def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     timed = spec.kind in TIMED
     cases = pd.DataFrame({"figure": [figure(r, spec) for _, r in rows.iterrows()],
                           "noise": [case_noise(r) if timed else 0.0 for _, r in rows.iterrows()],
-                          "doubt": [case_doubt(r) if timed else "" for _, r in rows.iterrows()]}, index=rows.index)
+                          "doubt": [case_doubt(r) if timed else () for _, r in rows.iterrows()]}, index=rows.index)
     sides = []
     for side, value in zip(("baseline", "variant"), chosen, strict=True):
         mask = rows[spec.axis] == value
         grouped = cases[mask].groupby([key_frame.loc[mask, k] for k in keys])
         sides.append(pd.DataFrame({side: grouped["figure"].median(), f"{side}_noise": grouped["noise"].max(),
-                                   f"{side}_doubt": grouped["doubt"].agg(lambda d: ", ".join(sorted(set(d) - {""})))}))
+                                   f"{side}_doubt": grouped["doubt"].agg(lambda d: tuple(sorted(set().union(*d))))}))
     found = pd.concat(sides, axis=1, join="inner")
-    found["doubt"] = [", ".join(f"{side} {d}" for side, d in (("baseline", b), ("variant", v)) if d)
+    # each pair's reasons as a tuple (what `effect` names when every pair has one) and as the text a reader sees
+    found["reasons"] = [tuple(dict.fromkeys((*b, *v))) for b, v in zip(found["baseline_doubt"],
+                                                                        found["variant_doubt"], strict=True)]
+    found["doubt"] = ["; ".join(f"{side} {', '.join(d)}" for side, d in (("baseline", b), ("variant", v)) if d)
                       for b, v in zip(found.pop("baseline_doubt"), found.pop("variant_doubt"), strict=True)]
     found.attrs["values"] = tuple(str(v) for v in chosen)  # what None resolved to, e.g. ('off', 'block')
     return found
@@ -264,8 +267,8 @@ def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
     trusted = found[found["doubt"] == ""]
     doubtful = len(found) - len(trusted)
     if trusted.empty:
-        why = sorted({d for text in found["doubt"] for d in text.split(", ")})
-        doubt = f"every pair has a case {' or '.join(dict.fromkeys(w.split(' ', 1)[1] for w in why))}"
+        why = sorted({reason for reasons in found["reasons"] for reason in reasons})
+        doubt = f"every pair has a case {' or '.join(why)}"
     else:
         doubt = f"{doubtful} doubtful pair(s) left out" if doubtful else ""
         found = trusted

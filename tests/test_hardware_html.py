@@ -270,3 +270,17 @@ def test_an_incomplete_run_says_so_on_the_page_in_its_plots_and_beside_the_hardw
     assert "INCOMPLETE run: stopped by SIGTERM" in title("matmul", matmul.measured(load([cut])))
     assert main(["hardware", str(cut), str(RUN_1THREAD)]) == 0
     assert capsys.readouterr().out.startswith("INCOMPLETE run cut.json: stopped by SIGTERM")
+
+
+BUSY_OPS = DATA / "busy" / "ops_cpu_quick_contended.json"  # matmul and conv quick beside two `yes` processes
+
+
+def test_a_run_taken_on_a_busy_host_makes_the_page_and_the_hardware_plots(tmp_path, capsys):
+    """The real busy run: every pair of every lever has a case contended and unconverged (doubts of two words
+    and several reasons per case once crashed the page), and the levers say so instead."""
+    assert main(["html", str(BUSY_OPS), "-o", str(tmp_path / "page")]) == 0
+    assert main(["hardware", str(BUSY_OPS), str(RUN_A), "-o", str(tmp_path / "hw")]) == 0
+    capsys.readouterr()
+    measured = [e for e in levers.effects(load([BUSY_OPS])) if e.pairs]
+    assert measured and all(e.uncertain for e in measured)
+    assert {e.doubt for e in measured} == {"every pair has a case contended or not converged"}
