@@ -17,6 +17,8 @@ RUN_B = DATA / "run_cpu_quick_b.json"  # a second real run of the same suite on 
 # two real runs of the quick matmul `square` cases with --bench-rounds 3, a minute apart, on the shared 2-core CPU
 ROUNDS_A = DATA / "run_cpu_quick_rounds.json"
 ROUNDS_B = DATA / "run_cpu_quick_rounds_b.json"
+# real torch.profiler traces of V100, A100 and MI250 runs (HolisticTraceAnalysis's test data, MIT): traces/README.md
+TRACES = DATA / "traces"
 TIME_STATS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
 
 

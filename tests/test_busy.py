@@ -1,6 +1,6 @@
 """Device-busy time of a training step from real Kineto traces: per profiler step, from the work each step
 launched, so that kernels of the step before the window (kept by Kineto for their device timestamps) are not
-counted. The traces are HolisticTraceAnalysis's real ones (../shared/traces/README.md)."""
+counted. The traces are HolisticTraceAnalysis's real ones (tests/data/traces/README.md)."""
 
 import gzip
 import json
@@ -12,11 +12,8 @@ import pytest
 from reports.trace.events import read_trace
 from reports.trace.summary import summarize_trace
 from suites.observers.busy import busy_seconds_per_step
+from tests.resultfiles import TRACES
 
-ROOT = Path(__file__).resolve().parents[1]
-# the shared traces lie beside the checkout (../shared), or inside it where a copy of the checkout carries them
-TRACES = next((p for p in (ROOT.parent / "shared" / "traces", ROOT / "shared" / "traces") if p.is_dir()), None)
-needs_traces = pytest.mark.skipif(TRACES is None, reason="the shared real traces are absent (../shared/traces)")
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
@@ -27,7 +24,6 @@ def original_steps_s() -> list[float]:
     return [sum(d.steps[i].breakdown.busy_us for d in summary.devices) / 1e6 for i in range(len(summary.steps))]
 
 
-@needs_traces
 def test_busy_time_is_the_median_of_the_steps(original_steps_s):
     assert len(original_steps_s) == 5
     busy = busy_seconds_per_step(TRACES / "ns_resolution_trace.json.gz")
@@ -54,7 +50,6 @@ def _as_if_first_step_were_warm_up(source: Path, out: Path) -> Path:
     return out
 
 
-@needs_traces
 def test_kernels_of_the_step_before_the_window_are_not_counted(tmp_path, original_steps_s):
     """In this real trace the host ran ahead (step 101's host part took 35 ms, its kernels 95 ms), so step 101's
     kernels run deep into step 102: with step 101 as warm-up they land in the window. Per step they are not

@@ -1,7 +1,7 @@
 """Tests of `python -m reports trace` on real Kineto traces, on a hand-made trace, and on broken files.
 
 Figures are checked against expectations that do not come from the code under test: HolisticTraceAnalysis'
-(HTA) table in ../shared/traces/README.md, reproduced exactly once HTA's own choices are applied (see
+(HTA) table in tests/data/traces/README.md, reproduced exactly once HTA's own choices are applied (see
 test_matches_hta_temporal_breakdown), the traces' README counts, and a small trace whose overlaps are worked out
 by hand below.
 """
@@ -22,11 +22,10 @@ from reports.trace import jsonstream as trace_json
 from reports.trace.events import KERNEL, read_trace
 from reports.trace.kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
 from reports.trace.summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
+from tests.resultfiles import TRACES
 from tests.runs import Run, run_reports
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces not found at {TRACES}")
-SHARED = sorted(TRACES.glob("*.json.gz")) if TRACES.is_dir() else []
+SHARED = sorted(TRACES.glob("*.json.gz"))
 
 
 def run_cli(*args: str) -> Run:
@@ -187,7 +186,6 @@ def test_top_level_array_form(tmp_path: Path) -> None:
 # --- real traces -------------------------------------------------------------------------------------------
 
 
-@needs_traces
 @pytest.mark.parametrize("path", SHARED, ids=lambda p: p.name)
 def test_streaming_reader_matches_json_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny chunks put every value, number and separator across a refill at some point."""
@@ -199,7 +197,7 @@ def test_streaming_reader_matches_json_load(path: Path, monkeypatch: pytest.Monk
     assert metadata == {key: value for key, value in expected.items() if key != "traceEvents"}
 
 
-# Kernel counts from ../shared/traces/README.md.
+# Kernel counts from tests/data/traces/README.md.
 README_KERNELS = {
     "ns_resolution_trace.json.gz": 4350,
     "critical_path.json.gz": 79,
@@ -209,7 +207,6 @@ README_KERNELS = {
 }
 
 
-@needs_traces
 def test_every_shared_trace_through_the_cli() -> None:
     """One process, every file: the several-files JSON form, kernel counts as in the README, no traceback."""
     result = run_cli(*map(str, SHARED), "--json")
@@ -238,7 +235,6 @@ JSON_DEVICE_KEYS = {
 }
 
 
-@needs_traces
 def test_json_schema() -> None:
     result = run_cli(str(TRACES / "ns_resolution_trace.json.gz"), "--json", "--top", "3")
     assert result.returncode == 0, result.stderr
@@ -257,7 +253,6 @@ def test_json_schema() -> None:
     assert {"sync_call_count", "sync_calls", "htod_bytes", "dtoh_bytes"} <= summary["host"].keys()
 
 
-@needs_traces
 def test_cpu_only_trace_gets_a_message_and_host_figures(capsys: pytest.CaptureFixture[str]) -> None:
     path = TRACES / "cpu_only.json.gz"
     assert main(["trace", str(path), "--json"]) == 0
@@ -270,7 +265,6 @@ def test_cpu_only_trace_gets_a_message_and_host_figures(capsys: pytest.CaptureFi
     assert "no GPU events" in text and "host:" in text
 
 
-@needs_traces
 def test_text_output_lists_devices_steps_and_kernels(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", str(TRACES / "ns_resolution_trace.json.gz"), "--top", "2"]) == 0
     text = capsys.readouterr().out
@@ -297,7 +291,6 @@ def raw_events(name: str) -> list[dict[str, Any]]:
         return json.load(stream)["traceEvents"]
 
 
-@needs_traces
 @pytest.mark.parametrize(
     ("name", "hta"),
     [
@@ -332,7 +325,6 @@ def test_matches_hta_temporal_breakdown(name: str, hta: tuple[int, int, int, int
     assert hta_figures(start, end, is_compute) == hta
 
 
-@needs_traces
 def test_triton_example_against_hta() -> None:
     """HTA reports span 94 us for this one-kernel trace; the kernel itself lasts 1.76 us. HTA's 94 is the
     `cpu_op` that launched it, which carries args.stream = 0 and so passes HTA's "GPU event" test (stream != -1):
@@ -345,7 +337,6 @@ def test_triton_example_against_hta() -> None:
     assert (end - start)[0] == 94
 
 
-@needs_traces
 def test_steps_match_hta_iterations() -> None:
     """HTA assigns 1219 GPU events to each of iterations 101-104 of this trace; so do we (105 too)."""
     trace = read_trace(TRACES / "ns_resolution_trace.json.gz")
@@ -353,7 +344,6 @@ def test_steps_match_hta_iterations() -> None:
     assert per_step.tolist() == [0, 1219, 1219, 1219, 1219, 1219]
 
 
-@needs_traces
 def test_host_figures_on_real_traces() -> None:
     critical = summarize_trace(read_trace(TRACES / "critical_path.json.gz")).host
     raw = raw_events("critical_path.json.gz")
@@ -378,7 +368,6 @@ def assert_one_line_error(result: Run, path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-@needs_traces
 def test_truncated_gzip_exits_2(tmp_path: Path) -> None:
     data = (TRACES / "critical_path.json.gz").read_bytes()
     path = tmp_path / "truncated.json.gz"
@@ -561,7 +550,6 @@ def test_kernel_classes(name: str, expected: str) -> None:
     assert classify_kernel(name) == expected
 
 
-@needs_traces
 def test_every_real_kernel_has_a_class() -> None:
     """No kernel of the shared traces falls through to 'other'."""
     for path in SHARED:

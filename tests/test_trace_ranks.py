@@ -1,6 +1,6 @@
 """`python -m reports trace` on the traces of several ranks: one row per rank, the straggler, and the share of
 communication that overlaps compute. Expectations are worked out by hand for two small rank traces; the real
-traces of ../shared/traces check the numbering by file order and traces without communication."""
+traces of tests/data/traces check the numbering by file order and traces without communication."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from reports.__main__ import main
 from reports.trace.events import read_trace
 from reports.trace.ranks import spread
+from tests.resultfiles import TRACES
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 BASE_US = 1_700_000_000_000_000
 
 
@@ -61,7 +61,6 @@ def test_the_command_prints_the_ranks_and_their_json(two_ranks, capsys):
     assert [r["overlap_share"] for r in data["ranks"]["ranks"]] == [0.5, 0.5]
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces not found at {TRACES}")
 def test_real_traces_without_distinct_ranks_are_numbered_by_file_order():
     """Both real traces say rank 0; neither has communication kernels (a one-rank run's nccl calls launch none)."""
     paths = [TRACES / "critical_path.json.gz", TRACES / "ns_resolution_trace.json.gz"]

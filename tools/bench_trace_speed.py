@@ -9,7 +9,7 @@ is the start-up cost of the other commands.
 With --big-mb it also writes a trace of that many MB and reports our peak RSS on it, to show that memory follows
 the number of GPU events, not the size of the file.
 
-The trace is built by tiling a real one (default: the 68,692-event V100 trace in ../shared/traces) with shifted
+The trace is built by tiling a real one (default: the 68,692-event V100 trace in tests/data/traces) with shifted
 timestamps, correlation and flow ids, and step numbers, then keeping the first --events events.
 
 HTA is not a dependency of the project: `pip install holistictraceanalysis==0.5.0` to run this.
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = REPO.parent / "shared" / "traces" / "ns_resolution_trace.json.gz"
+DEFAULT_SOURCE = REPO / "tests" / "data" / "traces" / "ns_resolution_trace.json.gz"
 HTA_SCRIPT = (
     "import logging, sys\n"
     "logging.disable(logging.WARNING)\n"
