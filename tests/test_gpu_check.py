@@ -117,8 +117,8 @@ def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
     assert f"{len(STEPS)} of {len(STEPS)} steps scheduled on cuda" in default.stdout
 
 
-def test_the_readme_table_gives_each_steps_estimate():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_table_gives_each_steps_estimate():
+    readme = (ROOT / "docs" / "gpu_check.md").read_text()
     for step in STEPS:
         row = next(line for line in readme.splitlines() if line.startswith(f"| {step.name} |"))
         assert f"| {step.plans['cuda'].estimate.seconds:.0f} s |" in row, row
