@@ -12,7 +12,7 @@ result. So every report marks a timed case with what the run recorded about it:
   `above_achievable`): a FLOP or byte model, the peak or the timing is off, or the data sat in a cache.
 
 A field the run did not record marks nothing: a mark says what is known to be wrong, not what is unknown, and
-`summary` says when a run records no contention or convergence at all. Tables carry the symbols in a `mark`
+a run's `Count` says when it records no contention or convergence at all. Tables carry the symbols in a `mark`
 column with a legend under the table; plots draw a marked figure hollow or hatched with a legend entry; the
 HTML page counts the disturbed cases of each run at the top.
 """
@@ -29,6 +29,7 @@ import pandas as pd
 from reports import change
 
 ABOVE_PEAK = ("tflops_above_peak", "gbps_above_peak", "above_achievable")
+READS = ("contended", "timer", "converged", "throttled", *ABOVE_PEAK)  # the columns the marks below read
 COLUMN = "mark"  # the tables' column of symbols
 
 
@@ -70,18 +71,18 @@ def of(row: pd.Series) -> tuple[Mark, ...]:
 
 
 def per_row(frame: pd.DataFrame) -> pd.Series:
-    """Each row's marks (a tuple, empty for a clean figure), indexed like the frame."""
-    return pd.Series([of(row) for _, row in frame.iterrows()], index=frame.index, dtype=object)
+    """Each row's marks (a tuple, empty for a clean figure), indexed like the frame. The marks are worked out once
+    per distinct set of the values they read (a handful), not row by row: a storage folder of a hundred runs
+    holds tens of thousands of rows."""
+    read = frame[[c for c in READS if c in frame]].astype(object)
+    keys = list(read.where(read.notna(), None).itertuples(index=False, name=None))  # None: one missing value
+    found = {key: of(pd.Series(key, index=read.columns, dtype=object)) for key in dict.fromkeys(keys)}
+    return pd.Series([found[key] for key in keys], index=frame.index, dtype=object)
 
 
 def symbols(frame: pd.DataFrame) -> pd.Series:
     """Each row's symbols (`cu`), None for a clean figure: the tables' `mark` column."""
     return per_row(frame).map(lambda found: "".join(m.symbol for m in found) or None)
-
-
-def disturbed(frame: pd.DataFrame) -> pd.Series:
-    """Whether each row's figure carries any mark: what the plots draw hollow or hatched."""
-    return per_row(frame).map(bool).astype(bool)
 
 
 def present(found: Iterable[tuple[Mark, ...]]) -> list[Mark]:
