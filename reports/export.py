@@ -1,10 +1,11 @@
 """`python -m reports export RESULTS... -o FILE.csv|FILE.parquet`: the tidy frame of reports.load, for other tools.
 
-One row per case per run, the columns of `reports.load` (the run, the params, the `extra_info` fields, the stats
-in seconds; docs/results.md). A cell that holds a list or an object (raw samples, round medians, telemetry) is
-written as its strict JSON text in both formats, so a spreadsheet, DuckDB or pandas reads every column without
-knowing this suite; Parquet keeps numbers, booleans and timestamps typed. Parquet needs pyarrow, an optional
-extra (`pip install -e '.[parquet]'`); without it the command says so in one line.
+One row per case per run, the columns of `reports.load` (the run, the params, the `extra_info` fields, the stats in
+seconds; docs/results.md) and `marks`, how each timed figure was taken (reports/marks.py). A cell that holds a list
+or an object (raw samples, round medians, telemetry) is written as its strict JSON text in both formats, so a
+spreadsheet, DuckDB or pandas reads every column without knowing this suite; Parquet keeps numbers, booleans and
+timestamps typed. Parquet needs pyarrow, an optional extra (`pip install -e '.[parquet]'`); without it the command
+says so in one line.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import strict_json
+from reports import marks, strict_json
 from reports.errors import InputError
 from reports.load import load
 
@@ -66,8 +67,17 @@ def write(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def with_marks(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with a `marks` column: the names of each timed row's marks (reports/marks.py), comma-separated,
+    empty for a clean figure and missing for a row without a time, so a spreadsheet filters the disturbed figures
+    by the reports' own rule (contention counts only where the timer includes the host)."""
+    timed = frame["median_s"].notna() if "median_s" in frame else pd.Series(False, index=frame.index)
+    names = marks.per_row(frame[timed]).map(lambda found: ",".join(m.name for m in found))
+    return pd.concat([frame, names.reindex(frame.index).rename("marks")], axis=1)
+
+
 def run(args: argparse.Namespace) -> int:
-    frame = load(args.results)
+    frame = with_marks(load(args.results))
     path = write(frame, Path(args.out))
     print(f"{path}: {len(frame)} rows x {len(frame.columns)} columns from {frame['file'].nunique()} run(s)")
     return 0

@@ -257,7 +257,8 @@ DERIVED = {"file": "the file the row was read from",
            "reason": "why a measured entry is `invalid`, beside extra_info.reason",
            "device": "the device's name: the GPU's, else the CPU model with its threads, with its ranks",
            "param_names": "the columns holding the case's params",
-           "status": "`invalid` for a measured entry without a usable median"}
+           "status": "`invalid` for a measured entry without a usable median",
+           "marks": "`export` only: how the timed row's figure was taken (reports/marks.py)"}
 EXTRA = {path.removeprefix("extra_info."): f for path, f in ENTRY.items() if path.startswith("extra_info.")}
 # Columns no params or extra_info key may take (such a key is loaded as `param_KEY` / `extra_KEY`): the run's,
 # the loader's, those of the entry's own fields, and those an extra_info field fills under another name.

@@ -3,12 +3,15 @@
 Per case and system: median device time, TFLOP/s, percent of that device's own peak (from its run's
 `pct_peak`, which divides by the peak of the dtype on that device), and the speed-up against a baseline device
 (baseline time / time: 2.0 means twice as fast). A system is a device; when one device model ran on several
-machines, the machine name is added so the runs stay apart. Each system's latest run of a case is used.
+machines, the machine name is added so the runs stay apart. Each system's latest run of a case is used. A figure
+taken under conditions that can have moved it carries its marks (reports/marks.py): a `mark` column in the
+tables, hatched bars in the pictures (a speed-up is as disturbed as either of its two times).
 """
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -19,15 +22,18 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
+from reports import marks
 from reports.errors import InputError
 from reports.history import slug
 from reports.load import load, output_dir
 from reports.plots import levers as lever_plot
-from reports.plots.style import text
-from reports.table import axes_of, fit, format_time, run_notes, terminal_width
+from reports.plots.style import hatch_bar, hatched_entry, text
+from reports.table import axes_of, fit, fitted, format_time, run_notes, terminal_width, with_legend
 
-FIGURES = ["system", "time", "tflops", "pct_peak", "pct_achievable", "busbw_gbps", "scaling_efficiency", "speedup"]
+FIGURES = ["system", "time", marks.COLUMN, "tflops", "pct_peak", "pct_achievable", "busbw_gbps", "scaling_efficiency",
+           "speedup"]
 DROP_ORDER = ["scaling_efficiency", "busbw_gbps", "pct_peak", "tflops"]  # left out first to fit a terminal
 
 
@@ -89,7 +95,7 @@ def table(rows: pd.DataFrame, torch: bool = False) -> pd.DataFrame:
     """The readable columns of side_by_side for one group: its axes, the system (and with `torch` the torch
     version of its run), and the figures."""
     axes = axes_of(rows)
-    shown = rows.assign(time=rows["median_s"].map(format_time))
+    shown = rows.assign(time=rows["median_s"].map(format_time), **{marks.COLUMN: marks.symbols(rows)})
     if torch and "torch_version" in shown:
         shown["torch"] = shown["torch_version"]
     figures = [c for c in FIGURES if c in shown and shown[c].notna().any()]
@@ -113,7 +119,8 @@ def _log_axis(ax, values: pd.DataFrame) -> None:
 
 def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Path | None:
     """The same cases on each system: median time per call (left) and speed-up against the baseline (right,
-    bars grow from 1x, so slower reads left and faster right). Both log scale: 2x and 0.5x look alike.
+    bars grow from 1x, so slower reads left and faster right). Both log scale: 2x and 0.5x look alike. A time
+    with a mark is hatched, and so is a speed-up whose time or baseline time has one.
 
     None when no case of the group ran on the baseline system too (no speed-up to draw).
     """
@@ -121,6 +128,9 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
     if speedup.empty:
         return None
     times = rows.pivot_table(index="case", columns="system", values="median_s", sort=False).reindex(speedup.index)
+    found = marks.per_row(rows)
+    flagged = (found.map(bool).set_axis(pd.MultiIndex.from_frame(rows[["case", "system"]])).unstack("system")
+               .reindex(index=speedup.index, columns=speedup.columns).fillna(False).astype(bool))
     names = [s for s in dict.fromkeys(rows["system"]) if s in speedup.columns]
     labels = [text(str(case).removeprefix(f"{group}/")) for case in speedup.index]
     bar = 0.8 / len(names)
@@ -128,8 +138,13 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
     time_ax, speed_ax = fig.subplots(1, 2, sharey=True)
     for i, name in enumerate(names):
         ys = np.arange(len(labels)) + (i - (len(names) - 1) / 2) * bar
-        time_ax.barh(ys, times[name] * 1e3, bar, label=text(name))
-        speed_ax.barh(ys, speedup[name] - 1, bar, left=1)
+        time_bars = time_ax.barh(ys, times[name] * 1e3, bar, color=f"C{i}")
+        speed_bars = speed_ax.barh(ys, speedup[name] - 1, bar, left=1, color=f"C{i}")
+        for time_bar, speed_bar, own, base in zip(time_bars, speed_bars, flagged[name], flagged[baseline],
+                                                  strict=True):
+            for drawn, disturbed in ((time_bar, own), (speed_bar, own or base)):
+                if disturbed:
+                    hatch_bar(drawn)
     _log_axis(time_ax, times)
     _log_axis(speed_ax, pd.concat([speedup, pd.DataFrame({"one": [1.0]})]))
     time_ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
@@ -139,7 +154,9 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
     time_ax.set_yticklabels(labels, fontsize=7)
     time_ax.invert_yaxis()
     speed_ax.set_xlabel(text(f"speed-up vs {baseline} (baseline time / time)"))
-    fig.legend(loc="outside lower center", ncol=len(names), fontsize=8, frameon=False)  # the title holds the top
+    handles = [*(Patch(color=f"C{i}", label=text(name)) for i, name in enumerate(names)), *hatched_entry(list(found))]
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8,
+               frameon=False)  # the title holds the top
     fig.suptitle(text(f"{group}: the same cases on each system"))
     path = outdir / f"hardware_{slug(group)}.png"
     fig.savefig(path, dpi=100)
@@ -157,13 +174,18 @@ def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
     return [path for path in drawn if path is not None]
 
 
-def render(rows: pd.DataFrame, baseline: str, fmt: str, torch: bool = False, width: int | None = None) -> str:
-    """The tables per group, after a line per run cut short; plain text fits `width` (None: every column)."""
-    parts = [*run_notes(rows), f"baseline: {baseline}; speedup = baseline time / time"]
+def render(rows: pd.DataFrame, baseline: str, fmt: str, torch: bool = False, width: int | None = None,
+           wide: bool = False) -> str:
+    """The tables per group, each with the legend of its marks, after a line per run cut short; plain text fits
+    `width` (None: every column)."""
+    notes = [*run_notes(rows), f"baseline: {baseline}; speedup = baseline time / time"]
+    parts = [textwrap.fill(line, width) if width is not None else line for line in notes]
     for group, part in rows.groupby(rows["group"].fillna("(no group)"), sort=True):
         shown = table(part, torch)
         wrap = {c: 28 for c in shown.columns if c not in FIGURES or c == "system"}
-        parts.append(f"## {group}\n\n" + fit(shown, fmt, width, wrap=wrap, drop_order=DROP_ORDER, floatfmt=".4g"))
+        text = (with_legend(fit(shown, fmt, None, floatfmt=".4g"), shown, None) if wide
+                else fitted(shown, part, fmt, width, wrap, DROP_ORDER))
+        parts.append(f"## {group}\n\n{text}")
     return "\n\n".join(parts)
 
 
@@ -174,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     if rows["system"].nunique() < 2:
         print(f"note: only one system ({baseline}) in the results; nothing to set side by side")
     width = None if args.wide or args.markdown else terminal_width()
-    print(render(rows, baseline, "github" if args.markdown else "simple", args.torch, width))
+    print(render(rows, baseline, "github" if args.markdown else "simple", args.torch, width, args.wide))
     if args.out:
         for path in plots(rows, baseline, Path(args.out)):
             print(path)

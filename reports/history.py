@@ -6,7 +6,9 @@ device name, with the machine beside it when one device name has several. Steps 
 (a penalized piecewise-constant fit, as asv does) and are named by the run where the new level starts: its date,
 commit and file, which is what a person bisecting needs, and the torch upgrade when one happened there. A change
 is a step once it has lasted `stats.MIN_RUNS` runs, with as many before it: a one-night spike is none, and a
-history too short to hold one says so rather than naming every difference between two runs.
+history too short to hold one says so rather than naming every difference between two runs. A run whose figure
+of the case carries a mark (reports/marks.py: contended, unconverged, throttled, above peak) is counted in the
+table's `mark` column and drawn as a hollow point in the plots: a step that starts on a busy night reads as such.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from reports import marks
 from reports.compare import percent
 from reports.errors import InputError
 from reports.load import load, output_dir
-from reports.plots.style import text
+from reports.plots.style import hollow_entry, hollow_points, text
 from reports.stats import MIN_RUNS, LevelShift, fitted, steps
 from reports.table import format_time
 
@@ -41,8 +44,18 @@ class Trend:
     case: str
     group: str | None
     device: str
-    runs: pd.DataFrame  # datetime, commit, file, median_s, q1_s, q3_s; oldest first
+    runs: pd.DataFrame  # datetime, commit, file, median_s, q1_s, q3_s, marks (reports/marks.py); oldest first
     steps: list[LevelShift]
+
+    @property
+    def marked(self) -> str | None:
+        """The symbols of the marks the case's runs carry and in how many runs (`cu in 3 of 8 runs`), None when
+        no run of it was disturbed."""
+        found = self.runs["marks"]
+        if not found.map(bool).any():
+            return None
+        symbols = "".join(m.symbol for m in marks.present(found))
+        return f"{symbols} in {int(found.map(bool).sum())} of {len(found)} runs"
 
     def run_label(self, index: int) -> str:
         run = self.runs.iloc[index]
@@ -74,9 +87,10 @@ def trends(frame: pd.DataFrame, min_effect_pct: float = 5.0) -> list[Trend]:
     measured = frame[frame["median_s"] > 0] if "median_s" in frame else frame.iloc[:0]
     if measured.empty:
         raise InputError("history: the results hold no timed case")
-    measured = measured.assign(series=series_labels(measured))
-    columns = [c for c in ("datetime", "commit", "file", "median_s", "q1_s", "q3_s", "torch_version")
-               if c in measured]
+    columns = [c for c in ("datetime", "commit", "file", "median_s", "q1_s", "q3_s", "torch_version") if c in measured]
+    measured = measured[["machine_id", "case", "group", *columns]].assign(
+        series=series_labels(measured), marks=marks.per_row(measured))  # the columns a trend keeps, and its marks
+    columns.append("marks")
     out = []
     for (_, case), part in measured.groupby(["machine_id", "case"], sort=True):
         series = part.sort_values(["datetime", "file"], kind="stable")[columns].reset_index(drop=True)
@@ -88,7 +102,13 @@ def trends(frame: pd.DataFrame, min_effect_pct: float = 5.0) -> list[Trend]:
 def table_rows(found: list[Trend]) -> list[dict]:
     return [{"case": t.case, "device": t.device, "runs": len(t.runs),
              "first": format_time(t.runs["median_s"].iloc[0]), "last": format_time(t.runs["median_s"].iloc[-1]),
-             "steps": t.describe_steps() or "none"} for t in found]
+             marks.COLUMN: t.marked, "steps": t.describe_steps() or "none"} for t in found]
+
+
+def legend(found: list[Trend]) -> str:
+    """The legend of the marks the listed cases' runs carry, under the table."""
+    key = marks.legend(marks.present(m for t in found for m in t.runs["marks"]))
+    return f"{key} (a mark counts the case's runs that carry one)" if key else ""
 
 
 def slug(text: str) -> str:
@@ -110,14 +130,15 @@ def plot_step(trend: Trend, outdir: Path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 4))
     if "q1_s" in runs and runs["q1_s"].notna().all():
         ax.fill_between(x, runs["q1_s"], runs["q3_s"], alpha=0.2, label="IQR of the run's samples")
-    ax.plot(x, runs["median_s"], "o-", ms=3, label="median per run")
+    hollow_points(ax, ax.plot(x, runs["median_s"], "o-", ms=4, label="median per run")[0], runs["marks"].map(bool))
     ax.step(x, fitted(runs["median_s"], trend.steps), where="post", color="k", lw=1, label="fitted levels")
     for s in trend.steps:
         ax.axvline(s.at - 0.5, color="r", ls="--", lw=1)
         ax.annotate(text(f"{(s.ratio - 1) * 100:+.0f} %\n{trend.run_label(s.at)}"), (s.at - 0.5, ax.get_ylim()[1]),
                     fontsize=7, va="top", ha="right", color="r")
     ax.set(xlabel="run (oldest first)", ylabel="median time (s)", title=text(f"{trend.case} on {trend.device}"))
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(handles=[*ax.get_legend_handles_labels()[0], *hollow_entry(list(runs["marks"]))], fontsize=7,
+              loc="lower left")
     fig.tight_layout()
     path = outdir / f"history_step_{file_stem(trend.device, trend.case)}.png"
     fig.savefig(path, dpi=100)
@@ -130,13 +151,15 @@ def plot_group(group: str, device: str, found: list[Trend], outdir: Path) -> Pat
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for t in found:
         times = t.runs["datetime"] if t.runs["datetime"].notna().all() else np.arange(len(t.runs))
-        ax.plot(times, t.runs["median_s"] / t.runs["median_s"].iloc[0], "-", lw=1,
-                alpha=1.0 if t.steps else 0.35, label=text(t.case) if t.steps else None)
+        line = ax.plot(times, t.runs["median_s"] / t.runs["median_s"].iloc[0], "-", lw=1, marker="o", ms=3.5,
+                       alpha=1.0 if t.steps else 0.35, label=text(t.case) if t.steps else None)[0]
+        hollow_points(ax, line, t.runs["marks"].map(bool))
     ax.axhline(1, color="k", lw=0.5)
     ax.set(ylabel="median / first run's median", title=text(f"{group} on {device}: trend per case (cases with a step "
            "in colour)"))
-    if any(t.steps for t in found):
-        ax.legend(fontsize=6, loc="best")
+    handles = [*ax.get_legend_handles_labels()[0], *hollow_entry([m for t in found for m in t.runs["marks"]])]
+    if handles:
+        ax.legend(handles=handles, fontsize=6, loc="best")
     fig.autofmt_xdate()
     fig.tight_layout()
     path = outdir / f"history_{file_stem(group, device)}.png"
@@ -173,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
     shown = found if args.all else [t for t in found if t.steps]
     if shown:
         print(tabulate(table_rows(shown), headers="keys", tablefmt="github" if args.markdown else "simple"))
+        if key := legend(shown):
+            print(f"\n{key}")
     if args.out:
         for path in plots(found, Path(args.out)):
             print(path)

@@ -7,7 +7,9 @@ opened from a downloaded artifact without its folder. Every name and param is HT
 
 It says what it knows: a run cut short is named at the top and in the runs table; several runs of one device
 are shown run by run (levers per run, a `run` column in the tables, plots per run), never pooled; a lever
-figure levers.py marks uncertain is shown pale, with its interval and why.
+figure levers.py marks uncertain is shown pale, with its interval and why. It says how each figure was taken: the
+top counts each run's disturbed cases (reports/marks.py), their rows are shaded with their marks in the tables,
+and the plots draw them hollow or hatched.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from reports import change, hardware, levers
+from reports import change, hardware, levers, marks
 from reports import peaks as device_peaks
 from reports.load import load, output_dir, runs, warn
 from reports.plots import command as plots
@@ -35,6 +38,7 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 th { background: #f2f2f2; } td.num { text-align: right; }
 .muted { color: #777; } img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 tr.uncertain td { color: #999; font-style: italic; }
+tr.disturbed td { background: #fdf0e0; } p.legend { font-size: 12px; color: #555; margin-top: -1em; }
 .scroll { overflow-x: auto; } .scroll td { white-space: nowrap; }
 .warning { background: #fff3cd; border: 1px solid #e0c060; padding: 0.5em 1em; }
 """
@@ -44,11 +48,30 @@ def esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def frame_html(frame: pd.DataFrame) -> str:
-    """A DataFrame as an HTML table; to_html escapes every cell and header. Missing values (NaN or None,
-    which reports.table uses for a param a case lacks) are blank cells."""
-    shown = frame.astype(object).where(frame.notna(), "")
-    return shown.to_html(index=False, escape=True, border=0, float_format=lambda x: f"{x:.4g}")
+def cell_html(value: object) -> str:
+    """One cell: escaped text, a float to four significant digits, blank for a missing value (NaN or None, which
+    reports.table uses for a param a case lacks)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.4g}" if isinstance(value, float) else esc(value)
+
+
+def frame_html(frame: pd.DataFrame, classes: list[str] | None = None) -> str:
+    """A DataFrame as an HTML table, every header and cell escaped; `classes` gives each row a CSS class (empty:
+    none), e.g. `disturbed` for a row with a mark, `uncertain` for a lever that says little."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    body = "".join(f"<tr{f' class={c}' if c else ''}>" + "".join(f"<td>{cell_html(v)}</td>" for v in row) + "</tr>"
+                   for row, c in zip(frame.itertuples(index=False), classes or [""] * len(frame), strict=True))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def marked_html(table: pd.DataFrame) -> str:
+    """A results table whose rows with a mark (reports/marks.py) are shaded, with the legend of its marks under
+    it."""
+    column = table.get(marks.COLUMN)
+    classes = None if column is None else ["disturbed" if isinstance(m, str) else "" for m in column]
+    key = marks.legend_of(column)
+    return frame_html(table, classes) + (f"<p class='legend'>{esc(key)}</p>" if key else "")
 
 
 def image_html(path: Path) -> str:
@@ -73,6 +96,16 @@ def warnings_html(frame: pd.DataFrame) -> str:
     return "".join(f"<p class='warning'><b>{esc(line)}</b></p>" for line in run_notes(frame))
 
 
+def disturbed_html(frame: pd.DataFrame) -> str:
+    """How many timed cases of each run carry a mark and which (reports/marks.py), at the top of the page: a
+    reader learns whether the figures below are results before reading one; then what each mark means."""
+    lines = "".join(f"<p class='{'warning' if c.disturbed else 'muted'}'>{esc(c.text)}</p>"
+                    for c in marks.counts(frame))
+    key = marks.legend_of(marks.symbols(frame[frame["median_s"].notna()]) if "median_s" in frame else None)
+    return lines + (f"<p class='muted'>{esc(key)}. Marked rows are shaded in the tables; marked figures are "
+                    "hollow or hatched in the plots.</p>" if key else "")
+
+
 def per_run(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """One device's rows as ('', rows) for one run, else (', run NAME', its rows) per run, oldest first."""
     if rows["file"].nunique() < 2:
@@ -93,11 +126,7 @@ def peaks_section(frame: pd.DataFrame) -> str:
 
 def levers_html(table: pd.DataFrame) -> str:
     """The levers table with its uncertain rows marked (pale, italic), every cell escaped."""
-    head = "".join(f"<th>{esc(c)}</th>" for c in levers.COLUMNS)
-    body = "".join(f"<tr{' class=uncertain' if row['uncertain'] else ''}>"
-                   + "".join(f"<td>{esc(row[c])}</td>" for c in levers.COLUMNS) + "</tr>"
-                   for _, row in table.iterrows())
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return frame_html(table[levers.COLUMNS], ["uncertain" if u else "" for u in table["uncertain"]])
 
 
 def levers_section(frame: pd.DataFrame) -> str:
@@ -125,7 +154,7 @@ def results_section(frame: pd.DataFrame) -> str:
         if not measured.empty:
             table, same = constant_columns(with_run(group_table(measured), measured), keep=("time", "run"))
             parts.append((f"<p class='muted'>{esc(same)}</p>" if same else "")
-                         + f"<div class='scroll'>{frame_html(table)}</div>")
+                         + f"<div class='scroll'>{marked_html(table)}</div>")
         skipped = not_measured(part)
         if skipped:
             items = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in skipped.splitlines())
@@ -151,7 +180,7 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
         parts.append(f"<h3>{esc(group)}</h3>")
         if bars := hardware.bar_plot(str(group), part, base, outdir):
             parts.append(image_html(bars))
-        parts.append(frame_html(hardware.table(part)))
+        parts.append(marked_html(hardware.table(part)))
     return "".join(parts)
 
 
@@ -186,7 +215,7 @@ def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
             f"{frame['file'].nunique()} run(s). Times are medians of device time per call.</p>"
-            + warnings_html(frame) + runs_section(frame) + levers_section(frame)
+            + warnings_html(frame) + disturbed_html(frame) + runs_section(frame) + levers_section(frame)
             + hardware_section(frame, baseline, outdir / "plots") + peaks_section(frame)
             + "<h2>Plots</h2>" + plot_html + results_section(frame))
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Benchmark report</title>"

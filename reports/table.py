@@ -2,7 +2,9 @@
 
 A table fits the terminal: a column whose value is the same on every row is said once above the table, long
 text wraps, and where that is not enough the least telling figures are left out, named under the table;
-`--wide` shows every column as it is. Several runs get a `run` column, and a run cut short says so first.
+`--wide` shows every column as it is. Several runs get a `run` column, and a run cut short says so first. A figure
+taken under conditions that can have moved it carries its symbols in a `mark` column (reports/marks.py), which
+fitting never leaves out, with a legend line under the table.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
+from reports import marks
 from reports.load import load
 
 # A suite's axes are its cases' params (in the order the cases name them), then the figures below that the
 # group has; absent columns are left out, never filled in.
-FIGURES = ["world_size", "time", "enqueue", "host_bound", "busy", "tflops", "pct_peak", "pct_achievable", "gbps",
-           "algbw_gbps", "busbw_gbps", "samples_per_s", "tokens_per_s", "scaling_efficiency", "mfu", "peak_mem_bytes",
-           "bytes_per_param", "error_rel", "stop_reason", "rel_iqr", "status"]
-# The figures left out first when a table must fit the terminal (the axes, the run and the time always stay).
+FIGURES = ["world_size", "time", marks.COLUMN, "enqueue", "host_bound", "busy", "tflops", "pct_peak", "pct_achievable",
+           "gbps", "algbw_gbps", "busbw_gbps", "samples_per_s", "tokens_per_s", "scaling_efficiency", "mfu",
+           "peak_mem_bytes", "bytes_per_param", "error_rel", "stop_reason", "rel_iqr", "status"]
+# The figures left out first when a table must fit the terminal (the axes, the run, the time and its mark stay).
 DROP_ORDER = ["status", "rel_iqr", "stop_reason", "error_rel", "enqueue", "host_bound", "busy", "algbw_gbps", "gbps",
               "bytes_per_param", "peak_mem_bytes", "pct_peak", "samples_per_s", "scaling_efficiency", "world_size"]
 SOFT_WRAP = 24  # narrowest a wrapped text column gets before columns are left out
@@ -104,11 +107,12 @@ def format_time(seconds: float) -> str:
 
 def group_table(frame: pd.DataFrame, extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """The columns worth showing for one group: its axes, the `extra` run columns asked for (e.g. `torch`), the
-    median time (device time of an op, wall time of a step), the host's enqueue time and whether the host was the
-    bottleneck, and figures."""
+    median time (device time of an op, wall time of a step) and its marks, the host's enqueue time and whether
+    the host was the bottleneck, and figures."""
     out = frame.copy()
     if "median_s" in out:
         out["time"] = out["median_s"].map(format_time)
+    out[marks.COLUMN] = marks.symbols(out)
     if "torch_version" in out:
         out["torch"] = out["torch_version"]
     if "enqueue_s" in out:
@@ -131,7 +135,10 @@ def with_run(table: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
         ["run", *table.columns]]
 
 
-def constant_columns(table: pd.DataFrame, keep: tuple[str, ...] = ("time",)) -> tuple[pd.DataFrame, str]:
+KEEP = ("time", marks.COLUMN, "run")  # columns kept as columns even when one value fills them
+
+
+def constant_columns(table: pd.DataFrame, keep: tuple[str, ...] = KEEP) -> tuple[pd.DataFrame, str]:
     """The table without the columns that hold one value on every row, and that value of each as one line
     (`same on every row: model gpt-tiny, compile off`); a table of one row is left as it is."""
     if len(table) < 2:
@@ -175,31 +182,46 @@ def by_case(table: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def section(measured: pd.DataFrame, fmt: str, width: int | None, extra: tuple[str, ...] = (),
-            wide: bool = False) -> str:
-    """One group's table on one device: every column as it is when `wide`, else the constant columns said once
-    above it and the rest fitted to `width` (None: markdown, which a browser wraps); where the axes alone are
-    too wide, the case id stands in for them, and the table says so."""
-    table = with_run(group_table(measured, extra), measured)
-    if wide:
-        return fit(table, fmt, None, floatfmt=".4g")
-    table, head = constant_columns(table, keep=("time", "run"))
-    wrap = {c: 28 for c in table.columns if c not in FIGURES and c != "run"}
-    text = fit(table, fmt, width, wrap=wrap, drop_order=DROP_ORDER, floatfmt=".4g")
+def with_legend(text: str, table: pd.DataFrame, width: int | None) -> str:
+    """The table's text with the legend of its marks under it (none for a clean table)."""
+    key = marks.legend_of(table.get(marks.COLUMN), width)
+    return f"{text}\n\n{key}" if key else text
+
+
+def fitted(table: pd.DataFrame, rows: pd.DataFrame, fmt: str, width: int | None, wrap: dict[str, int],
+           drop_order: list[str]) -> str:
+    """One group's table fitted to `width` (None: markdown, which a browser wraps): the constant columns said once
+    above it, then `fit` with the `wrap` and `drop_order` columns; where the axes alone are too wide, the case id
+    of `rows` (the table's rows, in its order) stands in for them, and the table says so. The legend of its marks
+    goes under it."""
+    shown, head = constant_columns(table)
+    text = fit(shown, fmt, width, wrap={c: w for c, w in wrap.items() if c in shown}, drop_order=drop_order,
+               floatfmt=".4g")
     if width is not None and _widest(text) > width:
-        text = fit(by_case(table, measured), fmt, width, wrap={"case": (48, 32)}, drop_order=DROP_ORDER,
+        text = fit(by_case(shown, rows), fmt, width, wrap={"case": (48, 32)}, drop_order=drop_order,
                    floatfmt=".4g") + "\n" + textwrap.fill("(each case named by its id: its params do not fit; --wide "
                                                           "shows them)", width)
+    text = with_legend(text, table, width)
     head = textwrap.fill(head, width) if head and width is not None else head
     return f"{head}\n\n{text}" if head else text
 
 
+def section(measured: pd.DataFrame, fmt: str, width: int | None, extra: tuple[str, ...] = (),
+            wide: bool = False) -> str:
+    """One group's table on one device: every column as it is when `wide`, else fitted to `width`."""
+    table = with_run(group_table(measured, extra), measured)
+    if wide:
+        return with_legend(fit(table, fmt, None, floatfmt=".4g"), table, None)
+    return fitted(table, measured, fmt, width, {c: 28 for c in table.columns if c not in FIGURES and c != "run"},
+                  DROP_ORDER)
+
+
 def render(frame: pd.DataFrame, fmt: str, extra: tuple[str, ...] = (), width: int | None = None,
            wide: bool = False) -> str:
-    """All groups and devices of the frame as text tables under a heading each, after a line per run cut short.
-    Markdown (fmt `github`) is never cut to a width: a browser wraps it."""
+    """All groups and devices of the frame as text tables under a heading each, after a note per run cut short
+    (wrapped at `width`, as the tables are). Markdown (fmt `github`) is never cut to a width: a browser wraps it."""
     width = None if fmt == "github" else width
-    parts = run_notes(frame)
+    parts = [textwrap.fill(line, width) if width is not None else line for line in run_notes(frame)]
     for (group, device), part in frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True):
         measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[0:0]
         text = f"## {group} on {device}\n\n"

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from tests.runs import run_bench
 
@@ -26,3 +27,17 @@ def advise_rows() -> list:
     found = advise.read_rows(sweep / "sweep.json") + advise.read_rows(sweep / "combination.json")
     advise.add_parity(found)
     return found
+
+
+@pytest.fixture
+def drawn(monkeypatch) -> list:
+    """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it)."""
+    figures = []
+    save = Figure.savefig
+
+    def recording(self, *args, **kwargs):
+        save(self, *args, **kwargs)
+        figures.append(self)
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    return figures

@@ -123,20 +123,6 @@ def test_hardware_bars_have_a_time_and_a_speedup_panel(tmp_path):
     assert path.read_bytes().startswith(PNG)
 
 
-@pytest.fixture
-def drawn(monkeypatch) -> list:
-    """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it)."""
-    figures = []
-    save = Figure.savefig
-
-    def recording(self, *args, **kwargs):
-        save(self, *args, **kwargs)
-        figures.append(self)
-
-    monkeypatch.setattr(Figure, "savefig", recording)
-    return figures
-
-
 def shown_tick_labels(figure: Figure) -> list[str]:
     """What each visible tick label of the figure shows: mathtext is rendered (its source is not shown), any
     other text as it is, `\\$` as a dollar sign (matplotlib's own rule, Text._preprocess_math)."""
@@ -194,3 +180,17 @@ def test_a_dollar_in_a_name_from_the_data_is_shown_as_a_dollar(drawn, tmp_path):
     assert main(["hardware", *map(str, files), "-o", str(tmp_path / "hw")]) == 0
     shown = [t for f in drawn for t in shown_tick_labels(f)]
     assert any(t.startswith("$x$/square/") for t in shown), shown
+
+
+def test_hollow_points_keep_each_lines_colour_in_every_panel(drawn, tmp_path):
+    """Seen in the batch picture of the busy main run: the hollow points of one line took the next colour of the
+    axes' cycle, so fp32 was green in the throughput panel and orange in the memory panel beside it."""
+    assert main(["plot", str(DATA / "busy" / "main_cpu_quick_busy.json"), "-o", str(tmp_path)]) == 0
+    pictures = [f for f in drawn if f.get_suptitle().startswith(("gpt-tiny", "cnn-tiny", "attention"))]
+    assert len(pictures) >= 3
+    for figure in pictures:
+        first, second = ({line.get_label(): line.get_color() for line in ax.get_lines()
+                          if not line.get_label().startswith("_")} for ax in figure.axes[:2])
+        hollow = [line for line in figure.axes[0].get_lines() if line.get_markerfacecolor() == "white"]
+        assert hollow and set(first) & set(second), figure.get_suptitle()
+        assert all(first[name] == second[name] for name in set(first) & set(second)), figure.get_suptitle()

@@ -3,7 +3,8 @@
 A series is every measured sequence length at one setting of the other axes, either at a fixed batch (the memory
 sweep: naive's memory grows with s^2, the fused kernels' with s) or at a constant token count batch x seq (the
 work per token grows with s). Dashed guides with slopes 1 and 2 make the O(s) and O(s^2) growth readable; a case
-that ran out of memory is named in its line's label.
+that ran out of memory is named in its line's label. A time taken under conditions that can have moved it
+(reports/marks.py) is a hollow point; peak memory is a count, which they do not move.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from reports.plots.style import text, title
+from reports import marks
+from reports.plots.style import hollow_entry, hollow_points, text, title
 from reports.validate import warn
 
 GROUP = "attention"
@@ -63,14 +65,18 @@ def _guides(ax, seqs: np.ndarray, first: pd.Series) -> None:
 def _draw(part: pd.DataFrame, what: str) -> Figure:
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     time_ax, mem_ax = fig.subplots(1, 2)
-    for impl, lines in part.groupby("impl", sort=True):
-        by_seq = lines.groupby("seq")[["median_s", "peak_mem_bytes"]].median().sort_index()
+    found = marks.per_row(part)
+    cases = part[["impl", "seq", "status", "median_s", "peak_mem_bytes"]].assign(disturbed=found.map(bool).astype(int))
+    for impl, lines in cases.groupby("impl", sort=True):
+        by_seq = lines.groupby("seq")[["median_s", "peak_mem_bytes", "disturbed"]].agg(
+            {"median_s": "median", "peak_mem_bytes": "median", "disturbed": "max"}).sort_index()
         oom = sorted(lines.loc[lines["status"] == "oom", "seq"].unique())
         label = text(f"{impl} (oom at s={', '.join(map(str, oom))})" if oom else impl)
         measured = by_seq.dropna(subset=["median_s"])
         if measured.empty:
             continue
-        time_ax.plot(measured.index, measured["median_s"] * 1e3, marker="o", label=label)
+        drawn = time_ax.plot(measured.index, measured["median_s"] * 1e3, marker="o", label=label)
+        hollow_points(time_ax, drawn[0], measured["disturbed"] > 0)
         memory = by_seq["peak_mem_bytes"][by_seq["peak_mem_bytes"] > 0]  # a log axis: 0 bytes has no place
         if not memory.empty:
             mem_ax.plot(memory.index, memory / MIB, marker="o", label=label)
@@ -91,7 +97,8 @@ def _draw(part: pd.DataFrame, what: str) -> Figure:
         ax.set_xlabel("sequence length")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(handles=[*ax.get_legend_handles_labels()[0], *(hollow_entry(list(found)) if ax is time_ax else [])],
+                  fontsize=8)
     fig.suptitle(title(what, part))
     return fig
 

@@ -3,7 +3,8 @@
 Reads the `train_step` rows of the batch sweep (`lever` = `batch`): throughput is tokens/s where the model has
 tokens (the GPT), else samples/s; peak memory is `step_peak_bytes`. The largest batch each precision's search
 found (`lever` = `max_batch`, checkpointing off) and the memory budget (CPU runs) are marked on the memory panel
-where the results hold them. One PNG per model and device.
+where the results hold them. One PNG per model and device. A throughput taken under conditions that can have
+moved it (reports/marks.py) is a hollow point; peak memory is a count, which they do not move.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from reports.plots.style import text, title
+from reports import marks
+from reports.plots.style import hollow_entry, hollow_points, text, title
 
 GROUP = "train_step"
 
@@ -46,9 +48,13 @@ def _draw(rows: pd.DataFrame, largest: dict[str, int], what: str, path: Path) ->
     unit, scale = ("GiB", 2**30) if rows["step_peak_bytes"].max() >= 2**30 else ("MiB", 2**20)
     fig = Figure(figsize=(11, 4.4), layout="constrained")
     speed, memory = fig.subplots(1, 2)
-    for precision, line in rows.groupby("precision"):
-        line = line.groupby("batch")[[figure, "step_peak_bytes"]].median().sort_index()
-        speed.plot(line.index, line[figure], marker="o", label=text(precision))
+    found = marks.per_row(rows)
+    cases = rows[["precision", "batch", figure, "step_peak_bytes"]].assign(disturbed=found.map(bool).astype(int))
+    for precision, line in cases.groupby("precision"):
+        line = line.groupby("batch")[[figure, "step_peak_bytes", "disturbed"]].agg(
+            {figure: "median", "step_peak_bytes": "median", "disturbed": "max"}).sort_index()
+        hollow_points(speed, speed.plot(line.index, line[figure], marker="o", label=text(precision))[0],
+                      line["disturbed"] > 0)
         drawn = memory.plot(line.index, line["step_peak_bytes"] / scale, marker="o", label=text(precision))
         if precision in largest:
             memory.axvline(largest[precision], color=drawn[0].get_color(), linestyle=":",
@@ -64,7 +70,8 @@ def _draw(rows: pd.DataFrame, largest: dict[str, int], what: str, path: Path) ->
         axes.set_xticks(batches, labels=[str(b) for b in batches])  # batch sizes as numbers, not powers of two
         axes.minorticks_off()
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize=8)
+    speed.legend(handles=[*speed.get_legend_handles_labels()[0], *hollow_entry(list(found))], fontsize=8)
+    memory.legend(fontsize=8)
     fig.suptitle(title(what, rows))
     fig.savefig(path, dpi=120)
     return path

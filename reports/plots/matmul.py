@@ -17,9 +17,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from reports import marks
 from reports import peaks as device_peaks
 from reports.dtypes import dtypes_in_order
-from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, file_name, flops_unit, text, title
+from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, file_name, flops_unit, hatch_bar, hatched_entry, text, title
 
 GROUP = "matmul"
 
@@ -43,20 +44,25 @@ def _percent(rows: pd.DataFrame) -> tuple[pd.Series, str]:
     return pd.Series(np.nan, index=rows.index), ""
 
 
-def _panel(ax, rows: pd.DataFrame, dtypes: list[str], scale: float, percent: pd.Series) -> None:
+def _panel(ax, rows: pd.DataFrame, dtypes: list[str], scale: float, percent: pd.Series, found: pd.Series) -> None:
+    """One layer's bars; a disturbed figure's bar is hatched, its symbols (reports/marks.py) after its percent."""
     shapes = list(dict.fromkeys(rows["shape"]))  # the order the suite ran them
     width = 0.8 / len(dtypes)
     for i, dtype in enumerate(dtypes):
         part = rows[rows["dtype"] == dtype].drop_duplicates("shape").set_index("shape")
         xs = [j + (i - (len(dtypes) - 1) / 2) * width for j, s in enumerate(shapes) if s in part.index]
         heights = [part.loc[s, "rate"] / scale for s in shapes if s in part.index]
-        ax.bar(xs, heights, width, color=DTYPE_COLORS.get(dtype, "grey"))
-        for x, s, h in zip(xs, [s for s in shapes if s in part.index], heights, strict=True):
-            pct = percent.get(part.loc[s, "_row"])
-            if pd.notna(pct):
-                share = f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
-                ax.annotate(share, (x, h), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
-                            fontsize=6, rotation=90)
+        bars = ax.bar(xs, heights, width, color=DTYPE_COLORS.get(dtype, "grey"))
+        for bar, x, s, h in zip(bars, xs, [s for s in shapes if s in part.index], heights, strict=True):
+            row = part.loc[s, "_row"]
+            symbols = "".join(m.symbol for m in found[row])
+            if symbols:
+                hatch_bar(bar)
+            pct = percent.get(row)
+            share = "" if pd.isna(pct) else f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
+            if share or symbols:
+                ax.annotate(f"{share} {symbols}".strip(), (x, h), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=6, rotation=90)
     aligns = rows.drop_duplicates("shape").set_index("shape")["align"]
     ax.set_xticks(range(len(shapes)), [text(f"{s}\n{ALIGN_LABEL.get(str(aligns[s]), aligns[s])}") for s in shapes],
                   fontsize=7)
@@ -87,10 +93,11 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame) -> Figure:
                    if d in dtypes]
     unit, scale = flops_unit(max([rows["rate"].max(), *roof_values]))
     percent, percent_of = _percent(rows)
+    found = marks.per_row(rows)
     fig = Figure(figsize=(12, 5.2), layout="constrained")
     axes = fig.subplots(1, len(layers), sharey=True, squeeze=False, width_ratios=[c + 0.6 for c in counts])[0]
     for ax, layer in zip(axes, layers, strict=True):
-        _panel(ax, rows[rows["layer"] == layer], dtypes, scale, percent)
+        _panel(ax, rows[rows["layer"] == layer], dtypes, scale, percent, found)
         ax.set_title(text(layer), fontsize=9)
         ax.set_yscale("log")
         ax.grid(True, axis="y", which="both", alpha=0.3)
@@ -99,7 +106,11 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame) -> Figure:
     axes[0].set_ylim(bottom=low / 2, top=max([rows["rate"].max(), *roof_values]) / scale * 3)
     handles = [Patch(color=DTYPE_COLORS.get(d, "grey"), label=text(d)) for d in dtypes]
     handles += _roofs(axes, device, table, dtypes, scale)
-    note = f"number over a bar: {percent_of}" if percent_of else None
+    handles += hatched_entry(list(found))
+    letters = marks.letters(list(found))
+    lines = [f"number over a bar: {percent_of}" if percent_of else "",
+             f"letters over a bar: {letters}" if letters else ""]
+    note = "\n".join(line for line in lines if line) or None
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False,
                title=note, title_fontsize=8)
     fig.suptitle(title(f"matmul on {device}: {unit} per shape (MxNxK) and dtype, alignment classes side by side", rows))

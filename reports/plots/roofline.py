@@ -4,7 +4,8 @@ x is arithmetic intensity (FLOP per byte of the case's minimal traffic model), y
 the median device time); both log. A roof per dtype is min(peak FLOP/s, intensity x bandwidth): solid for the
 achievable peaks searched on that device (best gemm per dtype, best copy/triad bandwidth), dashed for the
 datasheet's (GPUs). Points are coloured by suite and shaped by dtype; each roof is labelled on its flat part,
-in the colour of its dtype. A point's height under the roof of its dtype is its `pct_achievable`.
+in the colour of its dtype. A point's height under the roof of its dtype is its `pct_achievable`. A disturbed
+figure (reports/marks.py) is a hollow point, in the legend with the marks it carries.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from reports import marks
 from reports import peaks as device_peaks
 from reports.dtypes import dtypes_in_order
-from reports.plots.style import DTYPE_COLORS, file_name, flops_unit, text, title
+from reports.plots.style import DTYPE_COLORS, file_name, flops_unit, hollow_entry, text, title
 
 MARKERS = {"float32": "o", "tf32": "D", "float16": "s", "bfloat16": "^", "float8_e4m3fn": "P"}
 # Suite colours stay clear of the dtype colours of the roofs (reports.plots.style).
@@ -80,9 +82,14 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame, unplaced: int) ->
     suites = sorted(rows["group"].dropna().unique())
     others = iter(OTHER_SUITE_COLORS * len(suites))
     colors = {s: SUITE_COLORS.get(s) or next(others) for s in suites}
+    found = marks.per_row(rows)
+    hollow = found.map(bool)
     for (suite, dtype), part in rows.groupby(["group", "dtype"], sort=True):
-        ax.scatter(part["intensity"], part["rate"] / scale, color=colors[suite], marker=MARKERS.get(dtype, "X"),
+        clean, disturbed = part[~hollow[part.index]], part[hollow[part.index]]
+        ax.scatter(clean["intensity"], clean["rate"] / scale, color=colors[suite], marker=MARKERS.get(dtype, "X"),
                    s=28, edgecolors="k", linewidths=0.4, zorder=3)
+        ax.scatter(disturbed["intensity"], disturbed["rate"] / scale, facecolors="white",
+                   edgecolors=colors[suite], marker=MARKERS.get(dtype, "X"), s=28, linewidths=1.2, zorder=3)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte of the case's traffic model)",
            ylabel=f"attained {unit} (FLOP / median device time)")
     ax.grid(True, which="both", alpha=0.25)
@@ -90,6 +97,7 @@ def draw(rows: pd.DataFrame, device: str, table: pd.DataFrame, unplaced: int) ->
                for s in suites]
     handles += [Line2D([], [], marker=MARKERS.get(d, "X"), linestyle="none", color="grey", label=text(f"dtype: {d}"))
                 for d in dtypes]
+    handles += hollow_entry(list(found))
     bandwidths = ", ".join(f"{kind} {v['bandwidth'] / 1e9:.4g} GB/s" for kind, v in roofs.items()
                            if v.get("bandwidth"))
     if roofs["achievable"]:

@@ -1,5 +1,7 @@
 """What every plot shares: the dtype ladder's colours (its order is reports/dtypes.py's), FLOP/s units that read
-well, file names, text from the data made safe for matplotlib, and titles that name their run.
+well, file names, text from the data made safe for matplotlib, titles that name their run, and how a disturbed
+figure is drawn (reports/marks.py): a bar hatched and hollow in its own colour, a point hollow, with a legend
+entry naming its marks.
 
 One colour per dtype in every figure, so a reader who learned that bfloat16 is green on the matmul picture
 finds it green on the roofline too. matplotlib's mathtext stays on (log axes label their ticks `10^2` with it);
@@ -14,7 +16,13 @@ import re
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+
+from reports import marks
 
 DTYPE_COLORS = {"float32": "#4c72b0", "tf32": "#8172b3", "float16": "#dd8452", "bfloat16": "#55a868",
                 "float8_e4m3fn": "#c44e52"}
@@ -56,3 +64,36 @@ def title(what: str, rows: pd.DataFrame) -> str:
     cut = rows["incomplete_reason"].dropna().unique() if "incomplete_reason" in rows else []
     lines = [*what.split("\n"), run, f"INCOMPLETE run: {cut[0]}" if len(cut) else ""]  # each line wrapped alone
     return text("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in lines if line))
+
+
+HATCH = "////"
+
+
+def hatch_bar(bar: Rectangle) -> None:
+    """A bar of a disturbed figure: hollow and hatched in its own colour, so it still reads as its dtype's or
+    system's, but not as a solid result."""
+    bar.set(edgecolor=bar.get_facecolor(), facecolor="white", hatch=HATCH, linewidth=0.8)
+
+
+def hatched_entry(found: list[tuple[marks.Mark, ...]]) -> list[Patch]:
+    """The legend entry of a picture's hatched bars, naming their marks; none when no bar is disturbed."""
+    label = marks.plot_label(found, "hatched")
+    return [Patch(facecolor="white", edgecolor="#444", hatch=HATCH, label=label)] if label else []
+
+
+def hollow_entry(found: list[tuple[marks.Mark, ...]], marker: str = "o") -> list[Line2D]:
+    """The legend entry of a picture's hollow points, naming their marks; none when no point is disturbed."""
+    label = marks.plot_label(found, "hollow")
+    return [Line2D([], [], marker=marker, linestyle="none", markerfacecolor="white", markeredgecolor="#444",
+                   label=label)] if label else []
+
+
+def hollow_points(ax: Axes, line: Line2D, disturbed: pd.Series) -> None:
+    """The line's points of disturbed figures (a boolean per point, in the line's order) drawn over as hollow
+    markers of the line's colour: the line still runs through them, the point no longer looks solid. Its colour
+    is given, so the axes' colour cycle does not move on: the next line keeps the colour it has in other panels."""
+    mask = np.asarray(disturbed, dtype=bool)
+    if mask.any():
+        ax.plot(np.asarray(line.get_xdata())[mask], np.asarray(line.get_ydata())[mask], linestyle="none",
+                marker=line.get_marker(), markersize=line.get_markersize(), color=line.get_color(),
+                markerfacecolor="white", alpha=line.get_alpha(), zorder=line.get_zorder() + 0.1)
