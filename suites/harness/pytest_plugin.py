@@ -164,19 +164,28 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 
 def journal_rounds(session: pytest.Session, shared: BenchSession) -> Callable[[list[CaseResult]], None] | None:
-    """What hands each earlier round of a case to the results writer (None when no writer took the outputs)."""
+    """What hands each earlier round of the suites' cases to the results writer (None when no writer took the
+    outputs)."""
     from suites.core.cases import Case
+
+    items = {item.callspec.params["case"].id: item for item in session.items
+             if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
+    return round_journal(session.config, shared, lambda case: items[case.id])
+
+
+def round_journal(config: pytest.Config, shared: BenchSession,
+                  item_of: Callable[[Case], pytest.Item]) -> Callable[[list[CaseResult]], None] | None:
+    """What hands a case's results so far to the results writer each time one of its earlier rounds ends, as the
+    entry of its test (`item_of`), so that a run stopped in those rounds keeps them; None without a writer."""
     from suites.harness import results
     from suites.harness import session as sessions
 
-    writer = results.writer_of(session.config)
+    writer = results.writer_of(config)
     if writer is None:
         return None
-    items = {item.callspec.params["case"].id: item for item in session.items
-             if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
 
     def journal(done: list[CaseResult]) -> None:
-        item = items[done[-1].case.id]
+        item = item_of(done[-1].case)
         writer.journal_round(item, *sessions.rounds_entry(shared, item, done), rounds_done=len(done))
     return journal
 
@@ -240,4 +249,5 @@ def device_bench(request: pytest.FixtureRequest, benchmark) -> DeviceBench:
     `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py."""
     from suites.harness.device_bench import DeviceBench
 
-    return DeviceBench(bench_session(request.config), benchmark, request)
+    shared = bench_session(request.config)
+    return DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))
