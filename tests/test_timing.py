@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from suites.core.contention import Contention, SampleLoad
 from suites.core.profiles import NAMES, rules
 from suites.core.timing import (
     MAX_HOLD_S,
@@ -24,6 +25,7 @@ from suites.core.timing import (
     rel_iqr,
     sample_until_stopped,
     stop_reason,
+    thread_pool_note,
 )
 from tests.virtual_gpu import VirtualGpu
 
@@ -240,3 +242,13 @@ def test_a_call_longer_than_a_sample_and_a_count_take_one_call_per_sample():
     counted = measure(_host_call(gpu, 0.5e-6, preempt_after_s=math.inf), CPU, SHORT_RULE.counted(5), backend=gpu)
     assert long.calls_per_sample == counted.calls_per_sample == 1
     assert len(counted.samples_s) == 5
+
+
+def test_a_contended_cpu_case_on_several_threads_says_its_time_may_be_the_schedulers():
+    waited = SampleLoad(0.016, 0.004, 2, 0.012)  # 12 ms of a 16 ms sample waiting for a CPU
+    quiet = SampleLoad(0.016, 0.016, 0, 0.0)
+    note = thread_pool_note(Contention([waited] * 5, 6.0, threads=2, cpus=2), "cpu")
+    assert note is not None and "100% of the samples" in note and "2 intra-op threads on 2 CPUs" in note
+    assert thread_pool_note(Contention([waited] * 5, 6.0, threads=1, cpus=2), "cpu") is None  # no pool to wait on
+    assert thread_pool_note(Contention([quiet] * 5, 0.1, threads=2, cpus=2), "cpu") is None
+    assert thread_pool_note(Contention([waited] * 5, 6.0, threads=2, cpus=2), "cuda") is None
