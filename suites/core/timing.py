@@ -431,8 +431,6 @@ class Calibration:
 
     calls: int
     overhead_s: float  # an empty sample's wall time: the clock reads and synchronizations around every sample
-    target_s: float  # the shortest sample wanted: the rule's `min_sample_s`, or the overhead / MAX_OVERHEAD_SHARE
-    trials: int  # trial samples timed to choose `calls`, before (and outside) the measurement
 
 
 def sample_overhead(backend: Backend) -> float:
@@ -455,14 +453,13 @@ def calibrate(fn: Callable[[], object], backend: Backend, rule: StopRule, warm: 
     overhead = sample_overhead(backend)
     target = max(rule.min_sample_s, overhead / MAX_OVERHEAD_SHARE)
     if not batch or rule.min_sample_s <= 0 or warm.call_s >= target:
-        return Calibration(1, overhead, target, 0)
-    calls, trials = math.ceil(target / warm.call_s), 0
+        return Calibration(1, overhead)
+    calls = math.ceil(target / warm.call_s)
     while True:
-        batch = WallSampler(_repeat(fn, calls), backend, calls)
-        took = min(batch()[0] for _ in range(CALIBRATION_TRIES)) * calls
-        trials += CALIBRATION_TRIES
+        trial = WallSampler(_repeat(fn, calls), backend, calls)
+        took = min(trial()[0] for _ in range(CALIBRATION_TRIES)) * calls
         if took >= target or calls >= MAX_CALLS_PER_SAMPLE:
-            return Calibration(calls, overhead, target, trials)
+            return Calibration(calls, overhead)
         calls = min(MAX_CALLS_PER_SAMPLE, math.ceil(calls * CALIBRATION_AIM * target / max(took, 1e-9)))
 
 
