@@ -13,6 +13,7 @@ from tests.virtual_gpu import Kernel, VirtualGpu
 CUDA = torch.device("cuda")  # a device object only: every CUDA call goes to the virtual GPU
 RULE = StopRule(min_samples=20, min_time_s=0.0, target_rel_iqr=0.01, timeout_s=5.0, warmup_s=0.0)
 EXACT = 1e-9  # the virtual clock is exact up to float rounding
+WARM_RULE = StopRule(min_samples=20, min_time_s=0.0, target_rel_iqr=0.01, timeout_s=5.0, warmup_s=1e-3)
 
 
 def _op(gpu: VirtualGpu, kernel: Kernel, extra_host_s=lambda call: 0.0):
@@ -47,7 +48,15 @@ def test_a_sample_whose_hold_ran_out_is_dropped_and_the_hold_lengthened():
     """One call of the first sample is 1 ms late on the host: that sample opens its window before the host has
     enqueued it, so it is dropped and the hold made at least twice that enqueue time; the rest are held."""
     gpu = VirtualGpu()
-    fn = _op(gpu, Kernel("gemm", 100e-6, launch_s=2e-6), lambda call: 1e-3 if call == 5 else 0.0)
+    late = [1e-3]
+
+    def first_held_call(call: int) -> float:
+        """1 ms on the first call after a spin was launched: the first call of the first sample."""
+        if any(name == "spin" for name, _, _ in gpu.launches):
+            return late.pop() if late else 0.0
+        return 0.0
+
+    fn = _op(gpu, Kernel("gemm", 100e-6, launch_s=2e-6), first_held_call)
     m = measure(fn, CUDA, RULE, backend=gpu)
     assert m.dropped_samples == 1 and not m.notes
     first_hold = plan_hold(2e-6, m.calls_per_sample)
@@ -140,3 +149,34 @@ def test_a_gpu_step_without_busy_time_does_not_claim_host_bound():
     case = matmul.make_case(matmul.Shape("square", 8, 8, 8), "float32")
     info = _measurement_info(case, m)
     assert "host_bound" not in info and info["enqueue_s"] == m.enqueue_s
+
+
+def _kernels_per_window(gpu: VirtualGpu, kernel: str) -> list[int]:
+    """How many `kernel`s ran between each pair of timing events that a spin held (one sample each)."""
+    names = [name for name, _, _ in gpu.launches]
+    counts = []
+    for at, name in enumerate(names[:-1]):
+        if name == "spin" and names[at + 1] == "event":
+            end = names.index("event", at + 2)
+            counts.append(names[at + 2:end].count(kernel))
+    return counts
+
+
+def test_kernels_of_a_few_microseconds_are_batched_between_one_pair_of_events():
+    """nvbench's batch measurement: a 3 us kernel is launched back to back, hundreds of times between one start
+    and one end event, so the events' resolution and cost are a vanishing share of the window. Warm-up's last call
+    is preempted for 5 ms: sized from it, one kernel sat between each pair of events."""
+    gpu = VirtualGpu()
+    preempted = [5e-3]
+
+    def preempt_last_warm_up_call(call: int) -> float:
+        return preempted.pop() if preempted and gpu.host >= 0.9 * WARM_RULE.warmup_s else 0.0
+
+    m = measure(_op(gpu, Kernel("small", 3e-6, launch_s=5e-6), preempt_last_warm_up_call), CUDA, WARM_RULE,
+                backend=gpu)
+    windows = _kernels_per_window(gpu, "small")
+    assert len(windows) == len(m.samples_s) + m.dropped_samples
+    assert set(windows) == {m.calls_per_sample}
+    # the host launches a call in 5 us: a batch of 1 ms of host time holds 200 kernels, 0.6 ms of device time
+    assert m.calls_per_sample * 3e-6 >= 0.5e-3
+    assert m.median_s == pytest.approx(3e-6, rel=EXACT) and m.host_bound is True

@@ -78,7 +78,8 @@ def test_reports_table_rejects_bad_files_in_one_line(tmp_path, content):
                                     ["--bench-dtypes", ""], ["--bench-dtypes", ","], ["--bench-device", "cuda:abc"],
                                     ["--bench-device", "cuda:0:junk"], ["--bench-telemetry-interval-ms", "inf"],
                                     ["--bench-telemetry-interval-ms", "nan"], ["--bench-telemetry-interval-ms", "-1"],
-                                    ["--bench-rounds", "0"]])
+                                    ["--bench-rounds", "0"], ["--bench-progress-interval-s", "-1"],
+                                    ["--bench-progress-interval-s", "nan"]])
 def test_options_that_cannot_be_right_are_usage_errors(option):
     proc = run_pytest_in_process("bench/test_matmul.py", "--collect-only", *option)
     assert proc.returncode == 4, proc.tail(2000)

@@ -15,7 +15,7 @@ from suites.harness.rounds import MAX_ROUNDS, earlier_measurements, in_rounds, m
 from suites.harness.session import BenchSession, measure_once
 from suites.ops import matmul
 from suites.training import numerics
-from tests.runs import run_bench, run_pytest_in_process
+from tests.runs import run_bench, run_pytest, run_pytest_in_process
 
 
 @pytest.mark.parametrize("rounds", [2, 3, 5])
@@ -89,3 +89,20 @@ def test_each_round_pools_the_rounds_before_it():
     assert second.extra_info["device_s"] == second.measurement.median_s
     assert earlier_measurements(log.results[case.id]) == [first.measurement, own]
     assert merge(second, [first])["round_medians_s"] == [first.measurement.median_s, own.median_s]
+
+
+@pytest.mark.slow
+def test_device_bench_tests_are_measured_in_every_round(tmp_path):
+    """`--bench-rounds 3` applies to a device_bench test as to the suites' cases: three rounds of the per-round
+    rule, pooled, each round's median listed, and each earlier round journaled (its test is not parametrized)."""
+    (tmp_path / "test_mine.py").write_text("def test_noop(device_bench):\n    device_bench(lambda: None)\n")
+    out = tmp_path / "run.json"
+    proc = run_pytest("test_mine.py", "--benchmark-only", "--bench-device", "cpu", "--bench-rounds", "3",
+                      f"--benchmark-json={out}", cwd=tmp_path, json_path=out)
+    assert proc.returncode == 0, proc.tail()
+    (bench,) = proc.json["benchmarks"]
+    info = bench["extra_info"]
+    assert info["bench_rounds"] == 3 and len(info["round_medians_s"]) == 3 == len(info["round_samples"])
+    assert len(bench["stats"]["data"]) == sum(info["round_samples"])
+    assert min(info["round_samples"]) >= RULES[Profile.QUICK].round.min_samples
+    assert info["calls_per_sample"] > 1

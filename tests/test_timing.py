@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from suites.core.contention import Contention, SampleLoad
 from suites.core.profiles import NAMES, rules
 from suites.core.timing import (
     MAX_HOLD_S,
+    MAX_OVERHEAD_SHARE,
     MIN_HOLD_S,
     STOP_REASONS,
     Measurement,
@@ -23,7 +25,9 @@ from suites.core.timing import (
     rel_iqr,
     sample_until_stopped,
     stop_reason,
+    thread_pool_note,
 )
+from tests.virtual_gpu import VirtualGpu
 
 CPU = torch.device("cpu")
 
@@ -185,3 +189,66 @@ def test_cuda_timers_agree_on_a_large_matmul():
     assert (events.timer, graph.timer, cold.timer) == ("cuda_event", "cuda_graph", "cuda_event")
     assert cold.l2_flush and cold.calls_per_sample == 1
     assert graph.median_s == pytest.approx(events.median_s, rel=0.1)
+
+
+# Calls per sample, on a virtual host clock (tests/virtual_gpu.py: a synchronize costs 2 us there, clock reads
+# nothing), so that the batch each rule asks for and the time it gives are known exactly.
+SHORT_RULE = StopRule(min_samples=20, min_time_s=0.0, target_rel_iqr=0.01, timeout_s=5.0, warmup_s=1e-3)
+
+
+def _host_call(gpu: VirtualGpu, call_s: float, preempt_after_s: float, preempt_s: float = 5e-3):
+    """A CPU call of `call_s` on the virtual host clock; the first call that starts at `preempt_after_s` or later
+    is preempted for `preempt_s` (another process took the CPU)."""
+    pending = [preempt_s]
+
+    def fn() -> None:
+        gpu.host += call_s + (pending.pop() if pending and gpu.host >= preempt_after_s else 0.0)
+    return fn
+
+
+def test_a_preempted_last_warm_up_call_does_not_shrink_the_batch():
+    """Warm-up's last call is preempted for 5 ms: sized from it, a 0.5 us function got one call per sample and
+    read 2.5 us, its sample mostly the synchronize after it. Sized from the fastest call and grown until a trial
+    batch lasts 1 ms, it reads its own time."""
+    gpu = VirtualGpu()
+    # preempted in the last millisecond of warm-up, the call ends past it: the last warm-up call
+    m = measure(_host_call(gpu, 0.5e-6, preempt_after_s=0.9 * SHORT_RULE.warmup_s), CPU, SHORT_RULE, backend=gpu)
+    assert m.calls_per_sample * 0.5e-6 >= SHORT_RULE.min_sample_s
+    assert m.median_s == pytest.approx(0.5e-6, rel=MAX_OVERHEAD_SHARE)
+    assert m.sample_overhead_s == pytest.approx(gpu.sync_s)
+
+
+def test_a_preempted_trial_batch_does_not_shrink_the_batch():
+    """The first trial batch (0.2 ms of calls) is preempted for 5 ms and looks long enough; the fastest of three
+    trials is the batch's own time, so the batch still grows to 1 ms."""
+    gpu = VirtualGpu()
+    m = measure(_host_call(gpu, 0.5e-6, preempt_after_s=SHORT_RULE.warmup_s), CPU, SHORT_RULE, backend=gpu)
+    assert m.calls_per_sample * 0.5e-6 >= SHORT_RULE.min_sample_s
+
+
+def test_a_slow_clock_makes_the_samples_long_enough_to_keep_its_cost_under_one_percent():
+    """A host whose synchronize costs 50 us: a 1 ms sample would be 5 % overhead; the target becomes 100 x the
+    empty sample's time."""
+    gpu = VirtualGpu(sync_s=50e-6)
+    m = measure(_host_call(gpu, 0.5e-6, preempt_after_s=math.inf), CPU, SHORT_RULE, backend=gpu)
+    assert m.sample_overhead_s == pytest.approx(50e-6)
+    assert m.calls_per_sample * 0.5e-6 >= 50e-6 / MAX_OVERHEAD_SHARE
+    assert m.median_s == pytest.approx(0.5e-6, rel=MAX_OVERHEAD_SHARE)
+
+
+def test_a_call_longer_than_a_sample_and_a_count_take_one_call_per_sample():
+    gpu = VirtualGpu()
+    long = measure(_host_call(gpu, 2e-3, preempt_after_s=math.inf), CPU, SHORT_RULE, backend=gpu)
+    counted = measure(_host_call(gpu, 0.5e-6, preempt_after_s=math.inf), CPU, SHORT_RULE.counted(5), backend=gpu)
+    assert long.calls_per_sample == counted.calls_per_sample == 1
+    assert len(counted.samples_s) == 5
+
+
+def test_a_contended_cpu_case_on_several_threads_says_its_time_may_be_the_schedulers():
+    waited = SampleLoad(0.016, 0.004, 2, 0.012)  # 12 ms of a 16 ms sample waiting for a CPU
+    quiet = SampleLoad(0.016, 0.016, 0, 0.0)
+    note = thread_pool_note(Contention([waited] * 5, 6.0, threads=2, cpus=2), "cpu")
+    assert note is not None and "100% of the samples" in note and "2 intra-op threads on 2 CPUs" in note
+    assert thread_pool_note(Contention([waited] * 5, 6.0, threads=1, cpus=2), "cpu") is None  # no pool to wait on
+    assert thread_pool_note(Contention([quiet] * 5, 0.1, threads=2, cpus=2), "cpu") is None
+    assert thread_pool_note(Contention([waited] * 5, 6.0, threads=2, cpus=2), "cuda") is None

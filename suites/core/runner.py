@@ -112,7 +112,8 @@ def throughput_info(case: Case, median_s: float, peak_flops: float | None) -> di
 
 
 def _measurement_info(case: Case, m: Measurement) -> dict:
-    """How the case was timed: the timer, why sampling stopped, the host's share of the work, and its load.
+    """How the case was timed: the timer, the calls batched into a sample and what an empty sample costs, why
+    sampling stopped, the host's share of the work, and its load.
 
     An op's `device_s` is its device time per call; a step's `step_wall_s` is the wall time of one step (the
     device-busy time beside it comes from an observer). `enqueue_s` is the host's time to issue one call, and
@@ -121,6 +122,8 @@ def _measurement_info(case: Case, m: Measurement) -> dict:
     other work took the host's CPUs during the samples (suites/core/contention.py)."""
     info = {"timer": m.timer, "stop_reason": m.stop_reason, "calls_per_sample": m.calls_per_sample,
             "warmup_calls": m.warmup_calls, "l2_flush": m.l2_flush}
+    if m.sample_overhead_s is not None:
+        info["sample_overhead_s"] = m.sample_overhead_s
     if m.stop_reason != "once":
         info |= {"converged": m.converged, "rel_iqr": m.rel_iqr}
     if case.kind == "op":

@@ -16,6 +16,13 @@ Three kinds of case are timed three ways (`Case.kind`):
   observer (suites/observers/busy.py).
 - `check` (a correctness experiment): run once by the runner and never sampled here.
 
+Calls per sample (`calibrate`): a call shorter than the rule's `min_sample_s` (1 ms) is batched, `reps` calls
+back to back in one sample (on CUDA between one pair of events, as nvbench's batch measurement does), so that the
+clock reads and synchronizations around a sample stay under 1 % of it (`MAX_OVERHEAD_SHARE`; an empty sample's
+time is measured, `sample_overhead_s`). The batch is grown from warm-up's fastest call until a trial batch, the
+fastest of three, lasts the target, as timeit's autorange and pytest-benchmark's calibration do: a call that was
+preempted, or that waited for a descheduled thread of torch's pool, is only slower, so it cannot shrink the batch.
+
 Every sample also records the host's time to enqueue its calls (`enqueue_s` per call), so each case says whether
 the host or the device is the bottleneck (`host_bound`: enqueueing a call takes longer than running it; unknown,
 None, where nothing compares the two: a step or an op timed on the wall clock of a GPU). Every sample is also
@@ -137,6 +144,7 @@ class Measurement:
     notes: list[str] = field(default_factory=list)
     contention: host_load.Contention | None = None
     rounds: list[Measurement] = field(default_factory=list)  # when pooled: each round's own measurement
+    sample_overhead_s: float | None = None  # an empty sample's wall time, kept under 1 % of a sample (calibrate)
 
     @property
     def median_s(self) -> float:
@@ -277,7 +285,9 @@ WAIT_CONFIRMATIONS = 3
 
 @dataclass(frozen=True)
 class WarmUp:
-    """What warm-up learned: calls made, the last call's wall time (synchronized) and its host enqueue time."""
+    """What warm-up learned: calls made, the fastest call's wall time (synchronized; a call that was preempted or
+    waited for a descheduled thread is only slower, so the fastest is the call's own time and one bad call cannot
+    size the batches) and the last call's host enqueue time (which sizes the hold)."""
 
     calls: int
     call_s: float
@@ -285,9 +295,8 @@ class WarmUp:
 
 
 def warm_up(fn: Callable[[], object], backend: Backend, warmup_s: float) -> WarmUp:
-    """Run `fn` for at least `warmup_s` (and twice: the first call pays for lazy init); the last call's figures
-    size the batches and the hold."""
-    calls, start = 0, backend.now()
+    """Run `fn` for at least `warmup_s` (and twice: the first call pays for lazy init)."""
+    calls, fastest, start = 0, math.inf, backend.now()
     while True:
         t0 = backend.now()
         fn()
@@ -295,8 +304,10 @@ def warm_up(fn: Callable[[], object], backend: Backend, warmup_s: float) -> Warm
         backend.synchronize()
         t2 = backend.now()
         calls += 1
-        if calls >= 2 and t2 - start >= warmup_s:
-            return WarmUp(calls, t2 - t0, t1 - t0)
+        if calls >= 2:  # the first call's lazy init is not the call's time
+            fastest = min(fastest, t2 - t0)
+            if t2 - start >= warmup_s:
+                return WarmUp(calls, fastest, t1 - t0)
 
 
 def plan_hold(enqueue_per_call_s: float, reps: int) -> float:
@@ -401,6 +412,57 @@ class WallSampler:
         return (self.backend.now() - t0) / self.reps, (t1 - t0) / self.reps
 
 
+# A sample's own cost (its clock reads and synchronizations) is kept under this share of it. pytest-benchmark asks
+# a round for 10 times the timer's precision, torch.utils.benchmark a block for 1e4 times an empty one's time; the
+# profiles' `min_sample_s` (1 ms) is a hundred to a thousand times an empty sample on any host this runs on, so the
+# bound only lengthens the samples of a host whose clock or synchronize is slow.
+MAX_OVERHEAD_SHARE = 0.01
+OVERHEAD_TRIES = 5  # empty samples timed; their median is the overhead (as torch.utils.benchmark takes it)
+# Trial samples per batch size; the fastest counts. A trial preempted by another process, or stalled on a thread
+# that another process holds, is only slower: the fastest of three is the batch's own time unless all three were.
+CALIBRATION_TRIES = 3
+CALIBRATION_AIM = 1.25  # a batch is grown to this many times the target, so that the next trial clears it
+MAX_CALLS_PER_SAMPLE = 10_000_000  # a no-op takes ~30 ns: 1 ms of them is 33 000 calls
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How many calls one sample batches (`calls_per_sample`) and what decided it."""
+
+    calls: int
+    overhead_s: float  # an empty sample's wall time: the clock reads and synchronizations around every sample
+
+
+def sample_overhead(backend: Backend) -> float:
+    """The wall time of an empty sample, timed as every wall sample is (median of OVERHEAD_TRIES)."""
+    empty = WallSampler(_repeat(lambda: None, 0), backend, 1)
+    return float(np.median([empty()[0] for _ in range(OVERHEAD_TRIES)]))
+
+
+def calibrate(fn: Callable[[], object], backend: Backend, rule: StopRule, warm: WarmUp,
+              batch: bool = True) -> Calibration:
+    """The calls per sample that make a sample last at least the target, found as timeit's autorange and
+    pytest-benchmark's calibration find theirs: time a batch, grow it until it lasts long enough.
+
+    The first size comes from warm-up's fastest call; each size is timed CALIBRATION_TRIES times and the fastest
+    counts, so that neither a preempted warm-up call nor a preempted trial can leave the samples short (one call
+    per sample on a busy host made a 0.5 us function read 1.1 us: the sample was mostly its clock reads). Without
+    `batch` (a cold call: the L2 flush comes before every call), or under a rule without `min_sample_s` (a count:
+    ranks in lockstep must call `fn` equally often), one call per sample.
+    Calls are timed on the wall clock between synchronizations, which on a GPU is at least their device time."""
+    overhead = sample_overhead(backend)
+    target = max(rule.min_sample_s, overhead / MAX_OVERHEAD_SHARE)
+    if not batch or rule.min_sample_s <= 0 or warm.call_s >= target:
+        return Calibration(1, overhead)
+    calls = math.ceil(target / warm.call_s)
+    while True:
+        trial = WallSampler(_repeat(fn, calls), backend, calls)
+        took = min(trial()[0] for _ in range(CALIBRATION_TRIES)) * calls
+        if took >= target or calls >= MAX_CALLS_PER_SAMPLE:
+            return Calibration(calls, overhead)
+        calls = min(MAX_CALLS_PER_SAMPLE, math.ceil(calls * CALIBRATION_AIM * target / max(took, 1e-9)))
+
+
 @dataclass
 class Sampled:
     """What a sampling loop produced: per-call times and enqueue times of the kept samples, and why it stopped."""
@@ -452,7 +514,8 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     backend = backend or TorchBackend(device)
     warm = warm_up(fn, backend, rule.warmup_s)
     cuda_op = device.type == "cuda" and kind == "op"
-    reps = 1 if (cold and cuda_op) else max(1, math.ceil(rule.min_sample_s / max(warm.call_s, 1e-9)))
+    calibration = calibrate(fn, backend, rule, warm, batch=not (cold and cuda_op))
+    reps = calibration.calls
     notes: list[str] = []
     timer, run = ("cuda_event" if cuda_op else "wall"), _repeat(fn, reps)
     if graph and cuda_op:
@@ -488,8 +551,27 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     m = Measurement(sampled.samples, timer, reps, sampled.reason, rule, warm.calls, held is not None and cold,
                     device.type, enqueues_s=sampled.enqueues,
                     hold_s=held.hold_s if held else None, dropped_samples=dropped, notes=notes,
+                    sample_overhead_s=calibration.overhead_s,
                     contention=probe.finish(torch.get_num_threads()))
     if m.stop_reason == "plateau" and not m.converged:
         m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "
                        f"x the {rule.target_rel_iqr:g} target: not converged")
+    if (note := thread_pool_note(m.contention, device.type)) is not None:
+        m.notes.append(note)
     return m
+
+
+def thread_pool_note(load: host_load.Contention | None, device_type: str) -> str | None:
+    """What a contended CPU case with several intra-op threads must say: its time may be the scheduler's.
+
+    torch's intra-op pool runs a parallel op on all its threads and waits at the end for the last; when other
+    processes hold the CPUs, that thread waits for a scheduler slice (milliseconds), in every call that follows a
+    pause of the pool. On the 2-core test machine beside two CPU-bound processes, a 15 us softmax on 2 threads
+    took 16-32 ms per call (and 28 us on one thread); pytest-benchmark's fixture read the same 16 ms. Both timers
+    are right about this host, which is not the op's own time."""
+    if device_type != "cpu" or load is None or not load.contended or load.threads < 2:
+        return None
+    return (f"other work held this host's CPUs in {load.share:.0%} of the samples while torch ran {load.threads} "
+            f"intra-op threads on {load.cpus} CPUs: a parallel op then waits for its descheduled threads, for "
+            "milliseconds per call; torch.set_num_threads(1) (as torch.utils.benchmark times) or a quiet host "
+            "gives the op's own time")

@@ -11,7 +11,11 @@ host enqueues kernels, not how long they run. `device_bench(fn)` makes the calla
 - the run's stopping rule (`--bench-profile`), telemetry, `enqueue_s` and `host_bound`;
 - with `flops`/`bytes` (per call), TFLOP/s and GB/s, and with `dtype` on a GPU whose peaks are known, `pct_peak`;
 - pytest-benchmark's `stats` filled with those samples (seconds per call), `options.timer` and
-  `extra_info.timer` naming the timer that ran (`cuda_event`, `cuda_graph`, `wall`).
+  `extra_info.timer` naming the timer that ran (`cuda_event`, `cuda_graph`, `wall`);
+- a call shorter than a sample batched (`calls_per_sample`, suites/core/timing.py's `calibrate`);
+- with `--bench-rounds N`, N rounds with the per-round rule, pooled and listed in `round_medians_s` as the
+  suites' are; they run back to back inside the test (the callable exists only there), not interleaved with the
+  other cases' rounds, so their spread is the noise of those seconds, not of the whole run.
 
 The callable runs once before the measurement, outside the runner, so that a bug in it fails the test with its
 own traceback; an allocation failure is left to the runner, which records it as `oom` and skips the test.
@@ -48,8 +52,10 @@ def peak_dtype(dtype: torch.dtype | str | None) -> str | None:
 class DeviceBench:
     """Callable once per test, like pytest-benchmark's fixture; `device` is the run's device (--bench-device)."""
 
-    def __init__(self, shared: BenchSession, benchmark, request: pytest.FixtureRequest) -> None:
+    def __init__(self, shared: BenchSession, benchmark, request: pytest.FixtureRequest,
+                 journal: Callable[[list[CaseResult]], None] | None = None) -> None:
         self.shared, self.benchmark, self.request = shared, benchmark, request
+        self.journal = journal  # hands each earlier round to the results writer (None: no writer)
 
     @property
     def device(self) -> torch.device:
@@ -72,4 +78,6 @@ class DeviceBench:
         case = Case(suite=group or self.benchmark.group or GROUP, id=node.nodeid,
                     params=dict(self.benchmark.params or {}), build=lambda device: Workload(fn=fn), flops=flops,
                     bytes=bytes, peak_dtype=peak_dtype(dtype), tf32=None, cold=cold, graph=graph, kind="op")
+        if self.shared.rounds > 1 and not self.benchmark.disabled:
+            sessions.measure_rounds_in_place(self.shared, case, self.journal)
         return sessions.run(self.shared, self.benchmark, self.request, case)

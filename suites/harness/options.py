@@ -21,6 +21,7 @@ import pytest
 
 from suites.core import defaults
 from suites.core.units import parse_bytes
+from suites.harness import progress
 
 GROUP = ("torchbench-levers", "torchbench-levers: device-time benchmarks and the GPU efficiency-lever suites")
 
@@ -69,6 +70,10 @@ OPTIONS = (
     Option("--bench-achievable-cache", "--achievable-cache", dict(
         dest="bench_achievable_cache", default=str(defaults.achievable_cache()),
         help="directory of achievable-peak files, one per machine identity (default: %(default)s)")),
+    Option("--bench-progress-interval-s", None, dict(
+        dest="bench_progress_interval_s", type=float, default=progress.INTERVAL_S,
+        help=f"write a progress line (elapsed, cases done and left, the case running) every N seconds of a run, "
+        f"-q included (default {progress.INTERVAL_S:g}); 0 turns it off")),
     Option("--bench-dist-timeout-s", "--dist-timeout-s", dict(
         dest="bench_dist_timeout_s", type=float, default=defaults.DIST_TIMEOUT_S,
         help="under torchrun: seconds any collective may wait for the other ranks before the run fails "
@@ -106,6 +111,9 @@ def check(config: pytest.Config) -> None:
     if not (math.isfinite(interval) and interval >= 0):
         raise pytest.UsageError(f"--bench-telemetry-interval-ms {interval:g}: expected 0 (off) or a positive "
                                 "interval")
+    every = config.getoption("bench_progress_interval_s")
+    if not (math.isfinite(every) and every >= 0):
+        raise pytest.UsageError(f"--bench-progress-interval-s {every:g}: expected 0 (off) or a positive interval")
     if trace_dir := config.getoption("bench_trace_dir"):
         _check_trace_dir(Path(trace_dir))
     if given(config, "bench_dtypes") or given(config, "bench_device") or given(config, "bench_rounds"):

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
+PROGRESS = pytest.StashKey["ProgressPlugin"]()
 NO_BENCHMARK = ("needs pytest-benchmark, which is turned off (-p no:benchmark): the suite's fixtures record their "
                 "timings through it")
 
@@ -84,6 +85,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
     claim_outputs(session, bench, shared)
+    start_progress(session, bench, shared)
 
 
 def xdist_active(config: pytest.Config) -> bool:
@@ -113,6 +115,29 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
         bench.autosave = True
     bench.save_data = True  # for a storage the writer leaves to pytest-benchmark (elasticsearch)
     results.take_over(session, bench, shared.not_measured)
+
+
+def start_progress(session: pytest.Session, bench: object, shared: BenchSession) -> None:
+    """The progress line every --bench-progress-interval-s (suites/harness/progress.py), where the output is a
+    terminal's or a CI log's: not under pytest-xdist, not on ranks other than 0. Called between collection and the
+    first test, while pytest captures nothing, so that the line's output is the run's own."""
+    config = session.config
+    interval = config.getoption("bench_progress_interval_s")
+    if interval <= 0 or xdist_active(config) or (shared.world is not None and shared.world.rank != 0):
+        return
+    from suites.harness import progress
+    from suites.harness import rounds as bench_rounds
+
+    earlier = (shared.rounds - 1) * len(bench_rounds.bench_cases(session.items)) if not bench.disabled else 0
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    writer = getattr(reporter, "_tw", None)
+
+    def line_open() -> bool:
+        return bool(getattr(writer, "width_of_current_line", 0))
+
+    plugin = progress.ProgressPlugin(len(session.items) + earlier, interval, progress.terminal_writer(line_open))
+    config.pluginmanager.register(plugin, "bench-progress")
+    config.stash[PROGRESS] = plugin
 
 
 def active_session(config: pytest.Config) -> BenchSession | None:
@@ -158,25 +183,41 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     report = reporter.write_line if reporter is not None else print
     cases = bench_rounds.bench_cases(session.items)
-    shared.round_log = bench_rounds.measure_rounds(
-        cases, shared.rounds, lambda case, earlier: sessions.measure_once(shared, case, earlier), report,
-        journal_rounds(session, shared))
+    tracker = config.stash.get(PROGRESS, None)
+
+    def measure(case: Case, earlier: list[CaseResult]) -> CaseResult:
+        if tracker is None:
+            return sessions.measure_once(shared, case, earlier)
+        return tracker.progress.measure(f"{case.id} (round {len(earlier) + 1} of {shared.rounds})",
+                                        lambda: sessions.measure_once(shared, case, earlier))
+
+    shared.round_log = bench_rounds.measure_rounds(cases, shared.rounds, measure, report,
+                                                   journal_rounds(session, shared))
 
 
 def journal_rounds(session: pytest.Session, shared: BenchSession) -> Callable[[list[CaseResult]], None] | None:
-    """What hands each earlier round of a case to the results writer (None when no writer took the outputs)."""
+    """What hands each earlier round of the suites' cases to the results writer (None when no writer took the
+    outputs)."""
     from suites.core.cases import Case
+
+    items = {item.callspec.params["case"].id: item for item in session.items
+             if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
+    return round_journal(session.config, shared, lambda case: items[case.id])
+
+
+def round_journal(config: pytest.Config, shared: BenchSession,
+                  item_of: Callable[[Case], pytest.Item]) -> Callable[[list[CaseResult]], None] | None:
+    """What hands a case's results so far to the results writer each time one of its earlier rounds ends, as the
+    entry of its test (`item_of`), so that a run stopped in those rounds keeps them; None without a writer."""
     from suites.harness import results
     from suites.harness import session as sessions
 
-    writer = results.writer_of(session.config)
+    writer = results.writer_of(config)
     if writer is None:
         return None
-    items = {item.callspec.params["case"].id: item for item in session.items
-             if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
 
     def journal(done: list[CaseResult]) -> None:
-        item = items[done[-1].case.id]
+        item = item_of(done[-1].case)
         writer.journal_round(item, *sessions.rounds_entry(shared, item, done), rounds_done=len(done))
     return journal
 
@@ -240,4 +281,5 @@ def device_bench(request: pytest.FixtureRequest, benchmark) -> DeviceBench:
     `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py."""
     from suites.harness.device_bench import DeviceBench
 
-    return DeviceBench(bench_session(request.config), benchmark, request)
+    shared = bench_session(request.config)
+    return DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))

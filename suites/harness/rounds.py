@@ -14,7 +14,8 @@ round's own median (`merge`). Each round uses the per-round rule of the profile 
 shorter than the profile's rule so that N rounds cost about what one measurement did. Correctness experiments
 (`Case.kind` `check`, the numerics suite) are not speed figures and run once. Observers (telemetry, traces) run
 in pytest's round only: they describe the recorded case and a trace of every round would be N copies of the
-same thing.
+same thing. A `device_bench` callable exists only inside its test, so its rounds are taken there, back to back
+(`session.measure_rounds_in_place`), and pooled the same way.
 """
 
 from __future__ import annotations

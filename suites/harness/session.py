@@ -186,6 +186,17 @@ def measure_once(session: BenchSession, case: Case, earlier: list[CaseResult]) -
                    earlier_rounds=bench_rounds.earlier_measurements(earlier))
 
 
+def measure_rounds_in_place(session: BenchSession, case: Case,
+                            recorded: Callable[[list[CaseResult]], None] | None = None) -> None:
+    """The rounds before the recorded one of a case that exists only inside its test (a `device_bench` callable):
+    taken back to back, each pooling the ones before, into the session's round log, where `run` finds them.
+    Unlike the suites' cases, whose rounds interleave over the whole selection before pytest's pass, these rounds
+    see only the noise of the seconds the test runs."""
+    log = bench_rounds.measure_rounds([case], session.rounds, lambda c, earlier: measure_once(session, c, earlier),
+                                      report=lambda _: None, recorded=recorded)
+    session.round_log.results[case.id] = log.results[case.id]
+
+
 def record(benchmark, result: CaseResult) -> None:
     """Hand the device-time samples to pytest-benchmark as rounds of one call each; set group, params, extra_info."""
     benchmark.group = result.case.suite
@@ -217,7 +228,9 @@ def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseRes
              **bench_rounds.merge(latest, [r for r in results if r is not latest])}
     if latest.measurement is None:
         return "not_measured", not_measured_entry(item.name, item.nodeid, replace(latest, extra_info=extra))
-    fixture = SimpleNamespace(name=item.name, fullname=item.nodeid, group=latest.case.suite, param=item.callspec.id,
+    callspec = getattr(item, "callspec", None)  # a device_bench test need not be parametrized
+    fixture = SimpleNamespace(name=item.name, fullname=item.nodeid, group=latest.case.suite,
+                              param=callspec.id if callspec is not None else None,
                               params=dict(latest.case.params), extra_info=extra, cprofile_stats=None)
     entry = Metadata(fixture, iterations=1, options={"timer": latest.measurement.timer, "min_rounds": None,
                                                      "max_time": None, "min_time": None, "warmup": None})

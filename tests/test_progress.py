@@ -1,0 +1,76 @@
+"""The progress line: what it says, and that a real run writes it every interval during a long case, under -q,
+and not at all in a run shorter than the interval."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from suites.harness.progress import Progress, duration
+from tests.runs import run_pytest
+
+LINE = re.compile(r"^bench: [\dminhs ]+, (\d+) of (\d+) cases done, (\d+) left(; (\S+) running for [\dminhs ]+)?$")
+
+
+def test_durations_read_at_a_glance():
+    assert [duration(s) for s in (0.4, 35, 245.9, 3720)] == ["0 s", "35 s", "4 min 05 s", "1 h 02 min"]
+
+
+def test_the_line_says_elapsed_done_left_and_the_case_running():
+    progress = Progress(total=40, started=100.0)
+    for _ in range(12):
+        progress.begin("a case")
+        progress.finish()
+    assert progress.line(now=345.0) == "bench: 4 min 05 s, 12 of 40 cases done, 28 left"
+    progress.begin("bench/test_batch_size.py::test_x[gpt2]")
+    progress.current_since = 275.0
+    assert progress.line(now=345.0) == ("bench: 4 min 05 s, 12 of 40 cases done, 28 left; "
+                                        "bench/test_batch_size.py::test_x[gpt2] running for 1 min 10 s")
+
+
+def test_a_round_before_pytests_pass_counts_as_a_case_and_its_error_still_ends_it():
+    progress = Progress(total=3)
+    assert progress.measure("matmul/x (round 1 of 2)", lambda: 7) == 7 and progress.done == 1
+    with pytest.raises(ZeroDivisionError):
+        progress.measure("matmul/y (round 1 of 2)", lambda: 1 / 0)
+    assert progress.done == 2 and progress.current is None
+
+
+LONG_CASE = '''
+import time
+
+
+def test_long(device_bench):
+    time.sleep(3)
+    device_bench(lambda: None)
+
+
+def test_short(device_bench):
+    device_bench(lambda: None)
+'''
+
+
+def _progress_lines(output: str) -> list[re.Match]:
+    return [m for m in map(LINE.match, output.splitlines()) if m]
+
+
+@pytest.mark.slow
+def test_a_long_case_gets_a_line_every_interval_under_minus_q(tmp_path):
+    (tmp_path / "test_mine.py").write_text(LONG_CASE)
+    proc = run_pytest("test_mine.py", "--benchmark-only", "--bench-device", "cpu", "--bench-progress-interval-s",
+                      "0.5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.tail()
+    lines = _progress_lines(proc.stdout)
+    during_long = [m for m in lines if m.group(5) == "test_mine.py::test_long"]
+    assert len(during_long) >= 2, proc.stdout  # 3 s at 0.5 s: six lines due
+    assert all((m.group(1), m.group(2), m.group(3)) == ("0", "2", "2") for m in during_long)
+    assert all(m.group(2) == "2" and int(m.group(1)) + int(m.group(3)) == 2 for m in lines)
+
+
+@pytest.mark.slow
+def test_a_run_shorter_than_the_interval_gets_no_line(tmp_path):
+    (tmp_path / "test_mine.py").write_text(LONG_CASE.replace("time.sleep(3)", "pass"))
+    proc = run_pytest("test_mine.py", "--benchmark-only", "--bench-device", "cpu", cwd=tmp_path)
+    assert proc.returncode == 0, proc.tail()
+    assert "2 passed" in proc.stdout and not _progress_lines(proc.stdout) and "bench: " not in proc.stdout
