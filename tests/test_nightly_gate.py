@@ -64,8 +64,8 @@ def _night(runner, baseline: str, candidate: str) -> tuple[str, int, str, list[s
 
 @pytest.mark.slow
 def test_a_night_the_gate_could_not_judge_is_a_re_run_and_never_joins_the_good_runs(runner):
-    """The issue's example as the nightly sees it: the candidate's 1.5x change measured while the host was busy."""
-    rc, summary, verdict, good = _night(runner, "nice-19_base.json", "nice-5_cand_1.5x.json")
+    """The issue's example as the nightly sees it: a 1.5x change measured while the host was busy (3 rounds)."""
+    rc, summary, verdict, good = _night(runner, "nice0_base_rounds3.json", "nice0_cand_1.5x_rounds3.json")
     assert rc == "3"
     assert summary.startswith("**Gate: RE-RUN: the gate could not judge every change")
     assert "NOT JUDGED" in summary and "this run does not join the good runs" in summary
@@ -77,8 +77,8 @@ def test_a_night_the_gate_could_not_judge_is_a_re_run_and_never_joins_the_good_r
 @pytest.mark.slow
 def test_a_night_with_a_regression_fails_as_one(runner):
     """The same runs with their timer set to cuda_event (derived): host contention does not shield the change."""
-    rc, summary, verdict, good = _night(runner, "nice-19_base.DERIVED_cuda_event.json",
-                                        "nice-5_cand_1.5x.DERIVED_cuda_event.json")
+    rc, summary, verdict, good = _night(runner, "nice0_base_rounds3.DERIVED_cuda_event.json",
+                                        "nice0_cand_1.5x_rounds3.DERIVED_cuda_event.json")
     assert rc == "1" and summary.startswith("**Gate: FAILED")
     assert verdict.startswith("exit 1") and "::error::the gate failed" in verdict and "re-run" not in verdict
     assert good == ["20261201_000000_aaaaaaaaaa.json"]
@@ -86,7 +86,7 @@ def test_a_night_with_a_regression_fails_as_one(runner):
 
 @pytest.mark.slow
 def test_a_night_that_passes_joins_the_good_runs(runner):
-    rc, summary, verdict, good = _night(runner, "nice-19_base.json", "nice-19_base.json")
+    rc, summary, verdict, good = _night(runner, "nice-19_base_rounds3.json", "nice-19_base_rounds3.json")
     assert rc == "0" and summary.startswith("**Gate: passed**")
     assert verdict.startswith("exit 0") and "joins the good runs" in verdict
     assert len(good) == 2 and good[1].endswith("_0123456789.json")

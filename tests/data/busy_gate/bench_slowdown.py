@@ -1,7 +1,7 @@
-"""Two cases of the suite's kind (`run_case`, so that `--bench-rounds` applies): `changed` does BUSY_GATE_WORK
-512x512 float32 matmuls per call (2 by default, 3 for the candidate runs: a real 1.5x of work, not a scaled
-number), `unchanged` always 2. Not a test module (its name keeps pytest from collecting it);
-tests/data/busy_gate/README.md says how its runs were recorded (record.sh)."""
+"""Two matmul cases of the suite's kind (`run_case`, so that `--bench-rounds` applies; group `matmul`):
+`busy_gate/changed` does BUSY_GATE_WORK 512x512 float32 matmuls per call (2 by default, 3 for the candidate
+runs: a real 1.5x of work, not a scaled number), `busy_gate/unchanged` always 2. Not a test module (its name
+keeps pytest from collecting it); tests/data/busy_gate/README.md says how its runs were recorded (record.sh)."""
 
 import os
 
@@ -11,7 +11,7 @@ from suites.core.cases import Case, Workload
 from suites.harness import pytest_plugin
 
 WORK = int(os.environ.get("BUSY_GATE_WORK", "2"))
-N = 512
+N = 1024
 
 
 def matmuls(count: int):
@@ -22,8 +22,8 @@ def matmuls(count: int):
 
 
 def cases(profile: str) -> list[Case]:
-    return [Case(suite="busy_gate", id=f"busy_gate/{name}", params={"dtype": "float32"}, build=matmuls(count),
-                 flops=2 * N**3 * count, peak_dtype="float32")
+    return [Case(suite="matmul", id=f"matmul/busy_gate/{name}", params={"dtype": "float32", "shape": f"{N}x{N}x{N}"},
+                 build=matmuls(count), flops=2 * N**3 * count, peak_dtype="float32")
             for name, count in (("changed", WORK), ("unchanged", 2))]
 
 
