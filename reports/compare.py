@@ -177,8 +177,9 @@ def _contention(row: pd.Series) -> str:
     share = detail.get("share") if isinstance(detail, dict) else None
     known = isinstance(share, int | float) and not isinstance(share, bool) and math.isfinite(share)
     text = f"contended (share {share:.0%})" if known else "contended"
-    return text if change.host_disturbed(row) else f"{text}, not counted: the {row.get('timer')} timer holds the " \
-        "host out"
+    if change.host_disturbed(row):
+        return text
+    return f"{text}, not counted: the {row.get('timer')} timer holds the host out"
 
 
 def _contention_note(verdict: Verdict, base: list[pd.Series], cand: pd.Series) -> str:
@@ -186,8 +187,8 @@ def _contention_note(verdict: Verdict, base: list[pd.Series], cand: pd.Series) -
     where the timer includes the host (change.host_disturbed); a device-timed case keeps its verdict."""
     cand_busy, base_busy = _contention(cand), next((t for t in map(_contention, base) if t), "")
     verdict.contended = bool(cand_busy or base_busy)
-    explains = (verdict.verdict == "slower" and change.host_disturbed(cand)) or \
-        (verdict.verdict == "faster" and any(map(change.host_disturbed, base)))
+    explains = ((verdict.verdict == "slower" and change.host_disturbed(cand))
+                or (verdict.verdict == "faster" and any(map(change.host_disturbed, base))))
     if explains:
         verdict.looks, verdict.verdict = verdict.verdict, "unsure"
     parts = [f"{side} {text}" for side, text in (("baseline", base_busy), ("candidate", cand_busy)) if text]
