@@ -108,3 +108,25 @@ def test_rows_of_files_without_every_steps_loss_are_compared_at_the_ends():
     accum = next(r for r in rows if r.lever == "accum")
     assert accum.losses is None and accum.parity_step == 8
     assert advise.rejection(accum, None).startswith("diverges: at seeded step 8")
+
+
+@pytest.mark.slow
+def test_the_second_measurement_runs_exactly_the_doubted_cases(tmp_path, monkeypatch):
+    """A real sweep of a small model; two of its cases taken as doubted (as a busy host leaves them) and the
+    third as trusted: the second pytest run measures those two and nothing else, and their rows replace the
+    first ones, saying why."""
+    monkeypatch.chdir(DATA.parents[1])  # the model is named from the repository, as a user names theirs
+    sweep = advise.Sweep(tmp_path, "tests.user_models:dict_model", "tests.user_models:dict_batch", None, "mlp", "cpu",
+                         "quick")
+    sweep.write()
+    rows = advise.read_rows(sweep.run("sweep.json", select="baseline or precision/fp32 or sync"))
+    assert {r.lever for r in rows if r.measured} == {"baseline", "precision", "sync"}
+    doubted = [dataclasses.replace(r, distrust="host contention (share 100%)" if r.lever in ("baseline", "sync")
+                                   else "") for r in rows]  # the others as if trusted, whatever this host did
+    merged = advise.remeasure(sweep, doubted, None)
+    again = advise.read_rows(tmp_path / "remeasure.json")
+    assert sorted((r.lever, r.label) for r in again) == [("baseline", "amp_bf16-eager"), ("sync", "item")]
+    second = {r.lever: r for r in merged if r.remeasured}
+    assert set(second) == {"baseline", "sync"} and all(r.remeasured.startswith("host contention") for r in
+                                                        second.values())
+    assert second["baseline"].median_s == next(r for r in again if r.lever == "baseline").median_s
