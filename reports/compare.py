@@ -16,15 +16,24 @@ in its header (with the smallest change it can then call slower), and the JSON n
 verdict (`rounds`, `history`, `rounds and history` or `assumed`). A large change still fails the gate; a run
 that did not converge is then `unsure` too.
 
-What cannot carry a verdict says why, and the gate (`--fail-on-regression`) does not pass it silently:
+What cannot carry a verdict says why, and the gate (`--fail-on-regression`) does not pass it silently. Its exit
+status has three answers: 0 passed (every case judged, none slower), 1 failed (a regression, or a comparison
+that is broken), `NOT_JUDGED` = 3 could not judge (no regression found, but a change towards slower could not be
+told from the machine's noise: re-run); 2 stays the usage error of every command. A regression wins over
+could-not-judge. So:
 - a case with a value that cannot be a time (an infinite or negative round median, an invalid median) is
   `invalid`, named with the field, and fails the gate;
-- a case whose level rests on fewer than `MIN_EVIDENCE` samples (or round medians) is `unsure`, too thin to
-  judge; one whose point change is beyond the threshold towards slower fails the gate, since it may be a
-  regression that nobody can see;
-- a case measured under host contention (`extra_info.contended`, with `contention.share`) on the side that
-  would explain the change (a slower candidate, a slower baseline for `faster`) is `unsure` with the note
-  "contention explains the change": it is reported and does not fail the gate on its own;
+- a case `unsure` whose ratio lies beyond the threshold towards slower is not judged (exit 3) when what kept it
+  from a verdict is missing evidence, not the case's measured noise: host contention on the candidate
+  (`extra_info.contended` where the timer includes the host, reports/change.py `host_disturbed`: event- and
+  graph-timed cases are judged on their own noise however busy the host was), run-to-run noise that is only
+  assumed (no rounds, no history), a level resting on fewer than `MIN_EVIDENCE` samples (too thin), a run
+  that did not converge (without measured noise) or was throttled. Each such case names its reasons, and the
+  message says what gives the missing evidence (a quiet machine, `--bench-rounds 3`). A case `unsure` within its
+  measured run-to-run noise was judged: that noise is the case's own, and a re-run would not remove it;
+- a candidate measured under host contention whose numbers alone say `slower` is `unsure` with the note
+  "contention explains the change" (and not judged, above); a baseline measured under contention explains a
+  `faster` the same way, which is reported under the gate's `not_gated` and cannot block a regression gate;
 - a throttled run (thermal or hardware slowdown, power brake; see suites/observers/telemetry.py; running at the
   power cap is the normal state of a busy GPU and is not doubt) makes the case `unsure`.
 Where the median SM clock of the newest baseline run and the candidate differs by `CLOCK_NOTE_PCT` or more, the
@@ -60,6 +69,10 @@ DEFAULT_LAST = 5  # baseline runs taken from a history directory
 # A level resting on fewer samples (or round medians) than this is one sample or the mean of two: one outlier is
 # the figure, and nothing says how far it is from the case's usual time.
 MIN_EVIDENCE = 3
+# The gate's exit statuses (2 is every command's usage error, reports/__main__.py): could-not-judge differs from
+# both a pass and a regression, so that a CI job can re-run instead of going green or red on noise.
+PASSED, FAILED, NOT_JUDGED = 0, 1, 3
+GATE_STATUS = {PASSED: "passed", FAILED: "failed", NOT_JUDGED: "not judged"}
 
 
 @dataclass
@@ -82,7 +95,8 @@ class Verdict:
     source: str = "assumed"  # `rounds`, `history`, `rounds and history`, or `assumed` (nothing measured it)
     contended: bool = False  # a side was measured under host contention
     thin: bool = False  # a side's level rests on fewer than MIN_EVIDENCE samples
-    looks: str = ""  # what the numbers alone say where doubt or thinness made the verdict `unsure`
+    looks: str = ""  # what the numbers alone say where doubt, thinness or contention made the verdict `unsure`
+    not_judged: str = ""  # why a change towards slower could not be judged (blocks the gate with NOT_JUDGED)
 
 
 @dataclass
@@ -110,21 +124,21 @@ class Comparison:
         return self.count("slower") > 0 or bool(self.broken)
 
     @property
-    def thin_suspects(self) -> list[Verdict]:
-        """Cases too thin to judge whose numbers alone say `slower`: they may be regressions nobody can see."""
-        return [v for v in self.verdicts if v.thin and v.looks == "slower"]
+    def unjudged(self) -> list[Verdict]:
+        """Changes towards slower that could not be judged: each may be a regression nobody can see."""
+        return [v for v in self.verdicts if v.not_judged]
 
     @property
     def explained(self) -> list[Verdict]:
-        """Changes beyond the threshold that host contention explains (reported, never gated on their own)."""
-        return [v for v in self.verdicts if "contention explains" in v.note]
+        """Changes towards faster that baseline contention explains: reported, never blocking a regression gate."""
+        return [v for v in self.verdicts if "contention explains" in v.note and not v.not_judged]
 
 
-def _doubt(base: list[pd.Series], cand: pd.Series, measured: bool) -> str:
-    """Why a timing cannot carry a verdict whatever the numbers say (reports/change.py, `doubts`), or ''."""
+def _doubts(base: list[pd.Series], cand: pd.Series, measured: bool) -> list[str]:
+    """Why a timing cannot carry a verdict whatever the numbers say (reports/change.py, `doubts`), per side."""
     reasons = [f"{side} {why}" for side, row in [*(("baseline", r) for r in base), ("candidate", cand)]
                for why in change.doubts(row, measured)]
-    return ", ".join(dict.fromkeys(reasons))
+    return list(dict.fromkeys(reasons))
 
 
 def clock_note(base: pd.Series, cand: pd.Series) -> str:
@@ -155,24 +169,42 @@ def _thin(base: list[pd.Series], cand: pd.Series) -> str:
 
 
 def _contention(row: pd.Series) -> str:
-    """`contended (share 35 %)` when the run measured the case under host contention, else ''."""
+    """`contended (share 35 %)` when the run measured the case under host contention, else ''; for a timer that
+    holds the host out of its window (change.host_disturbed), also that the contention does not count."""
     if not change.flag(row, "contended"):
         return ""
     detail = row.get("contention")
     share = detail.get("share") if isinstance(detail, dict) else None
     known = isinstance(share, int | float) and not isinstance(share, bool) and math.isfinite(share)
-    return f"contended (share {share:.0%})" if known else "contended"
+    text = f"contended (share {share:.0%})" if known else "contended"
+    if change.host_disturbed(row):
+        return text
+    return f"{text}, not counted: the {row.get('timer')} timer holds the host out"
 
 
 def _contention_note(verdict: Verdict, base: list[pd.Series], cand: pd.Series) -> str:
-    """Name the contention of either side, and turn a change it explains into `unsure` (never gated alone)."""
+    """Name the contention of either side, and turn a change that host contention explains into `unsure`: only
+    where the timer includes the host (change.host_disturbed); a device-timed case keeps its verdict."""
     cand_busy, base_busy = _contention(cand), next((t for t in map(_contention, base) if t), "")
     verdict.contended = bool(cand_busy or base_busy)
-    explains = (verdict.verdict == "slower" and cand_busy) or (verdict.verdict == "faster" and base_busy)
+    explains = ((verdict.verdict == "slower" and change.host_disturbed(cand))
+                or (verdict.verdict == "faster" and any(map(change.host_disturbed, base))))
     if explains:
-        verdict.verdict = "unsure"
+        verdict.looks, verdict.verdict = verdict.verdict, "unsure"
     parts = [f"{side} {text}" for side, text in (("baseline", base_busy), ("candidate", cand_busy)) if text]
     return "; ".join(parts) + (": contention explains the change" if explains else "")
+
+
+def not_judged(verdict: Verdict, doubts: list[str], cand: pd.Series) -> str:
+    """Why the gate cannot judge this case (see the module docstring), or '': an `unsure` change beyond the
+    threshold towards slower, kept from a verdict by missing evidence rather than by the case's measured noise."""
+    if verdict.verdict != "unsure" or not verdict.ratio > 1 + verdict.threshold_pct / 100:
+        return ""
+    numbers = verdict.looks or verdict.verdict  # what the ratio and its interval alone say
+    reasons = ["candidate host contention"] if change.host_disturbed(cand) else []
+    reasons += ["run-to-run noise unknown"] if numbers != "slower" and verdict.source == "assumed" else []
+    reasons += ["too thin"] if verdict.thin else []
+    return ", ".join(reasons + doubts)
 
 
 def _source(base: list[pd.Series], cand: pd.Series) -> str:
@@ -205,7 +237,8 @@ def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: fl
                       ci_high=None, p_value=None, baseline_s=None, candidate_s=None, threshold_pct=threshold_pct)
     _level(verdict, base, cand, noise_floor_pct)
     measured = verdict.source != "assumed"
-    doubt = _doubt(base, cand, measured)
+    doubts = _doubts(base, cand, measured)
+    doubt = ", ".join(doubts)
     thin = _thin(base, cand)
     verdict.thin = bool(thin)
     significant = verdict.p_value < alpha
@@ -222,6 +255,7 @@ def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: fl
             f"the 95 % interval reaches inside the {threshold_pct:g} % threshold"
     notes = (verdict.note, _contention_note(verdict, base, cand), clock_note(base[-1], cand))
     verdict.note = "; ".join(note for note in notes if note)
+    verdict.not_judged = not_judged(verdict, doubts, cand)
     return verdict
 
 
@@ -341,7 +375,7 @@ def incomplete_reason(frame: pd.DataFrame) -> str | None:
 
 
 def gate_failures(result: Comparison) -> list[str]:
-    """Why `--fail-on-regression` must not pass: a regression, or a comparison that could not check enough."""
+    """Why `--fail-on-regression` fails (exit 1): a regression, or a comparison that is broken."""
     failures = []
     if result.regressed:
         failures.append(f"{result.count('slower')} case(s) slower, {len(result.broken)} timed before and "
@@ -349,15 +383,40 @@ def gate_failures(result: Comparison) -> list[str]:
     if result.invalid:
         failures.append(f"{len(result.invalid)} case(s) hold values that cannot be times: "
                         + "; ".join(result.invalid))
-    if thin := result.thin_suspects:
-        failures.append(f"{len(thin)} case(s) too thin to judge (fewer than {MIN_EVIDENCE} samples) whose change "
-                        "alone would be slower: " + ", ".join(f"{v.case} {_pct(v.ratio)}" for v in thin))
     if result.incomplete:
         failures.append(f"the candidate run is incomplete ({result.incomplete}): {len(result.unmeasured)} "
                         "baseline case(s) were not measured")
     if not result.verdicts:
         failures.append("no case was timed in both runs: nothing was compared")
     return failures
+
+
+# What gives the evidence a reason of `not_judged` lacks (the reason's words -> what to do), in the message's order.
+ROUNDS = "measure each case's run-to-run noise: --bench-rounds 3 (or a directory of good runs as BASELINE)"
+REMEDIES = {
+    "contention": "re-run where nothing else takes the host's CPUs (a quiet machine, a runner given this one job)",
+    "noise unknown": ROUNDS,
+    "not converged": ROUNDS,
+    "too thin": ROUNDS,
+    "throttled": "re-run once the GPU is no longer throttled (its cooling, its power brake)",
+}
+
+
+def gate_not_judged(result: Comparison) -> list[str]:
+    """Why `--fail-on-regression` cannot pass (exit NOT_JUDGED when nothing failed): each change towards slower
+    that could not be judged, with its reasons, and what to do to judge it."""
+    cases = result.unjudged
+    if not cases:
+        return []
+    found = "; ".join(f"{v.case} {_pct(v.ratio)} ({v.not_judged})" for v in cases)
+    todo = dict.fromkeys(text for key, text in REMEDIES.items() if any(key in v.not_judged for v in cases))
+    return [f"{len(cases)} change(s) beyond the threshold towards slower could not be judged: {found}",
+            "to judge them: " + "; ".join(todo)]
+
+
+def gate_status(result: Comparison) -> int:
+    """The gate's exit status: FAILED wins over NOT_JUDGED, which wins over PASSED."""
+    return FAILED if gate_failures(result) else NOT_JUDGED if result.unjudged else PASSED
 
 
 def smallest_slower(threshold_pct: float, alpha: float, noise_pct: float = ASSUMED_NOISE_PCT) -> float:
@@ -410,7 +469,9 @@ def verdict_table(verdicts: list[Verdict]) -> pd.DataFrame:
                           "candidate": format_time(v.candidate_s), "change": _pct(v.ratio), "95% CI": _interval(v),
                           "p": "" if v.p_value is None else f"{v.p_value:.2g}",
                           "noise": "" if v.noise_pct is None else f"{v.noise_pct:.1f} %",
-                          "threshold": f"{v.threshold_pct:g} %", "note": v.note} for v in verdicts])
+                          "threshold": f"{v.threshold_pct:g} %",
+                          "note": f"not judged ({v.not_judged}); {v.note}" if v.not_judged else v.note}
+                         for v in verdicts])
 
 
 # Columns left out first when a table must fit the terminal (the case, verdict and change always stay).
@@ -429,7 +490,8 @@ def summary_line(result: Comparison) -> str:
     counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICTS)
     unmeasured = f", {len(result.unmeasured)} not measured" if result.incomplete else ""
     invalid = f", {len(result.invalid)} invalid" if result.invalid else ""
-    return (f"{counts}; {len(result.broken)} failing now{invalid}{unmeasured}, {len(result.added)} added, "
+    unjudged = f", {len(result.unjudged)} not judged" if result.unjudged else ""
+    return (f"{counts}{unjudged}; {len(result.broken)} failing now{invalid}{unmeasured}, {len(result.added)} added, "
             f"{len(result.removed)} removed; threshold {result.threshold_pct:g} %")
 
 
@@ -448,9 +510,12 @@ def render(result: Comparison, markdown: bool, width: int | None = None) -> str:
     if result.regressed:
         lines.append(f"\n{bold}REGRESSION: {result.count('slower')} case(s) slower, {len(result.broken)} timed "
                      f"before and failing now{bold}")
+    if result.unjudged:
+        lines.append(f"\n{bold}NOT JUDGED: {len(result.unjudged)} change(s) towards slower could not be told from "
+                     f"the machine's noise (below: not judged); no pass{bold}")
     if result.explained:
-        lines.append(f"\n{len(result.explained)} change(s) beyond the threshold measured under host contention, "
-                     "which explains them: unsure, not gated")
+        lines.append(f"\n{len(result.explained)} change(s) towards faster measured on a baseline under host "
+                     "contention, which explains them: unsure, not gated")
     if result.incomplete:
         lines.append(f"\n{bold}INCOMPLETE candidate: {result.incomplete}; cases it did not reach are not "
                      f"measured, neither passed nor removed{bold}")
@@ -473,10 +538,11 @@ def render(result: Comparison, markdown: bool, width: int | None = None) -> str:
 
 def document(result: Comparison, gate: bool) -> dict:
     """The whole comparison as one JSON object (docs/results.md, "compare --json"; docs/schema/compare.schema.json)."""
-    failures = gate_failures(result)
+    status = gate_status(result)
     return {"schema_version": COMPARE_SCHEMA_VERSION, "baseline": result.baseline, "candidate": result.candidate,
             "threshold_pct": result.threshold_pct, "alpha": result.alpha,
-            "gate": {"enabled": gate, "passed": not failures, "failures": failures,
+            "gate": {"enabled": gate, "passed": status == PASSED, "status": GATE_STATUS[status], "exit_code": status,
+                     "failures": gate_failures(result), "not_judged": gate_not_judged(result),
                      "not_gated": [f"{v.case}: {v.note}" for v in result.explained]},
             "counts": {v: result.count(v) for v in VERDICTS},
             "noise": {"sources": noise_sources(result), "assumed_pct": ASSUMED_NOISE_PCT,
@@ -536,10 +602,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_document(document(result, args.fail_on_regression), args.json)
     print(render(result, args.markdown, None if args.wide or args.markdown else terminal_width()))
-    failures = gate_failures(result) if args.fail_on_regression else []
-    for failure in failures:
+    if not args.fail_on_regression:
+        return PASSED
+    for failure in gate_failures(result):
         print(f"gate failed: {failure}")
-    return 1 if failures else 0
+    status = gate_status(result)
+    if status == NOT_JUDGED:
+        print("\n".join(f"gate not judged: {line}" for line in gate_not_judged(result)))
+        print(f"gate: exit {NOT_JUDGED}, could not judge: not a pass and not a regression; re-run as above")
+    return status
 
 
 def write_document(found: dict, path: str) -> None:
@@ -569,9 +640,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"{noise.DEFAULT_NOISE_FLOOR_PCT:g})")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown, e.g. for $GITHUB_STEP_SUMMARY")
     parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit 1 when any case is slower or fails now, holds a value that cannot be a time, is "
-                        "too thin to judge and looks slower, when the candidate run is incomplete, or when no case "
-                        "could be compared")
+                        help=f"exit {FAILED} when any case is slower or fails now, holds a value that cannot be a "
+                        "time, when the candidate run is incomplete, or when no case could be compared; else exit "
+                        f"{NOT_JUDGED} (could not judge: re-run) when a change beyond the threshold towards slower "
+                        "could not be told from noise (candidate measured under host contention with a timer that "
+                        "includes the host, run-to-run noise unknown, too few samples, not converged, throttled); "
+                        f"else {PASSED}. Exit 2 is a usage error")
     parser.add_argument("--allow-different-devices", action="store_true",
                         help="compare runs of different devices anyway (with a warning)")
     parser.add_argument("--json", help="also write the whole comparison to this JSON file (verdicts, the gate's "

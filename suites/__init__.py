@@ -13,8 +13,10 @@ Each sub-package holds one role; a module finds its room by what it is, and impo
 - `checks`: the GPU-box check and its per-suite rows, cross-checks against peer tools. May import anything above.
 
 Of `reports`, any package may import the JSON every writer of the project uses (`reports.strict_json`,
-`reports.schema`: standard library only) and its readers (`reports.load` for results files, the torch-free
-trace reader); never a report (tables, plots, verdicts).
+`reports.schema`: standard library only), its readers (`reports.load` for results files, the torch-free
+trace reader), and the one rule of what a run's figure can be trusted for (`reports.change`: host contention
+where the timer holds the host, not converged, throttled), which the training advisor applies to its sweeps;
+never a report (tables, plots, verdicts).
 
 `python -m suites.gpu_check` and `python -m suites.crosscheck` are entry points kept at this level.
 """

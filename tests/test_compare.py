@@ -10,7 +10,7 @@ import pytest
 
 from reports import strict_json
 from reports.__main__ import main
-from reports.compare import compare, decide, parse_group_thresholds
+from reports.compare import NOT_JUDGED, compare, decide, gate_status, parse_group_thresholds
 from reports.errors import InputError
 from reports.load import load
 from reports.noise import level
@@ -38,13 +38,21 @@ def verdicts(base, cand, **kwargs) -> dict[str, str]:
     return {v.case: v.verdict for v in compare(load([base]), load([cand]), **kwargs).verdicts}
 
 
-def test_two_runs_of_the_same_suite_have_no_slower_case_and_say_their_noise_is_assumed(capsys):
-    found = verdicts(RUN_A, RUN_B)
-    assert found and "slower" not in found.values()
-    assert main(["compare", str(RUN_A), str(RUN_B), "--fail-on-regression", "--wide"]) == 0
+def test_two_runs_of_the_same_suite_have_no_slower_case_and_cannot_pass_the_gate_on_assumed_noise(capsys):
+    """Two single runs of one commit: nothing is slower, but every case that moved beyond the threshold towards
+    slower did so within a noise nobody measured: the gate cannot judge it (exit 3), it does not pass it."""
+    result = compare(load([RUN_A]), load([RUN_B]))
+    assert result.verdicts and not result.regressed
+    unjudged = result.unjudged
+    assert unjudged and all(v.ratio > 1.05 and "contention" not in v.not_judged for v in unjudged)
+    assert any("run-to-run noise unknown" in v.not_judged for v in unjudged)
+    assert all(not v.not_judged for v in result.verdicts if v.ratio <= 1.05)  # no move towards slower: judged
+    assert main(["compare", str(RUN_A), str(RUN_B), "--fail-on-regression", "--wide"]) == NOT_JUDGED == 3
     out = capsys.readouterr().out
     assert "run-to-run noise: unknown for every case (no rounds, fewer than 3 baseline runs)" in out
     assert "assumed to move 10 % between runs, so only a change beyond +41.5 % can be called slower" in out
+    assert f"gate not judged: {len(unjudged)} change(s) beyond the threshold towards slower could not be judged" in out
+    assert "--bench-rounds 3" in out and "gate failed" not in out
 
 
 def test_one_case_scaled_by_1_5_is_slower_and_fails_ci(tmp_path, capsys):
@@ -88,7 +96,8 @@ def test_not_converged_or_throttled_is_unsure_never_slower(tmp_path):
         result = compare(load([RUN_A]), load([write(candidate, tmp_path / f"{name}.json")]))
         verdict = next(v for v in result.verdicts if v.case == case)
         assert verdict.verdict == "unsure" and name.replace("un", "not ") in verdict.note
-        assert not result.regressed
+        assert not result.regressed  # but a 2x change nobody could judge is no pass either
+        assert verdict.not_judged == f"candidate {name.replace('un', 'not ')}" and gate_status(result) == NOT_JUDGED
 
 
 def test_without_raw_samples_the_medians_are_judged_against_the_assumed_noise(tmp_path):
@@ -259,14 +268,19 @@ def test_the_json_is_the_whole_comparison(tmp_path):
     assert main(["compare", str(RUN_A), str(candidate), "--json", str(out), "--fail-on-regression"]) == 1
     found = json.loads(out.read_text())
     assert found["schema_version"] == 1 and found["gate"]["enabled"] is True and found["gate"]["passed"] is False
+    assert found["gate"]["status"] == "failed" and found["gate"]["exit_code"] == 1
     assert found["gate"]["failures"][0].startswith("1 case(s) slower")
     assert found["counts"]["slower"] == 1 and found["removed"] == [removed]
     assert found["noise"]["sources"] == {"assumed": len(found["verdicts"])} and found["noise"]["assumed_pct"] == 10
     assert {v["case"] for v in found["verdicts"]} == set(verdicts(RUN_A, candidate))
     assert next(v for v in found["verdicts"] if v["case"] == case)["verdict"] == "slower"
-    assert main(["compare", str(RUN_A), str(RUN_B), "--json", str(out)]) == 0
+    assert main(["compare", str(RUN_A), str(RUN_B), "--json", str(out)]) == 0  # the gate off: it exits 0 ...
     found = json.loads(out.read_text())
-    assert found["gate"] == {"enabled": False, "passed": True, "failures": [], "not_gated": []}
+    gate = found["gate"]  # ... and the document still says what the gate would have answered
+    assert gate["enabled"] is False and gate["passed"] is False and gate["status"] == "not judged"
+    assert gate["exit_code"] == 3 and gate["failures"] == [] and gate["not_gated"] == []
+    unjudged = [v for v in found["verdicts"] if v["not_judged"]]
+    assert unjudged and gate["not_judged"][0].startswith(f"{len(unjudged)} change(s) beyond the threshold")
 
 
 def test_runs_with_a_million_samples_compare_in_bounded_time_and_memory(tmp_path):
@@ -364,7 +378,7 @@ def _entry(data: dict, case: str) -> dict:
     return next(e for e in measured(data) if e["extra_info"]["case"] == case)
 
 
-def test_a_one_sample_candidate_three_times_slower_is_too_thin_and_fails_the_gate(tmp_path, capsys):
+def test_a_one_sample_candidate_three_times_slower_is_too_thin_and_not_judged(tmp_path, capsys):
     data = read(RUN_A)
     case = converged_case(data)
     thin = scaled(data, case, 3.0)
@@ -375,13 +389,15 @@ def test_a_one_sample_candidate_three_times_slower_is_too_thin_and_fails_the_gat
     verdict = next(v for v in compare(load([RUN_A]), load([candidate])).verdicts if v.case == case)
     assert verdict.verdict == "unsure" and verdict.thin and verdict.looks == "slower"
     assert verdict.note.startswith("too thin to judge (candidate 1 sample; at least 3 needed)")
-    assert main(["compare", str(RUN_A), str(candidate), "--fail-on-regression"]) == 1
-    assert "gate failed: 1 case(s) too thin to judge (fewer than 3 samples) whose change alone would be slower: " \
-        f"{case} +" in capsys.readouterr().out
-    wobble = scaled(data, case, 1.1)  # thin too, but a change the assumed noise explains: reported, not gated
-    stats = _entry(wobble, case)["stats"]
+    assert verdict.not_judged == "too thin"  # the numbers alone say slower: the assumed noise is not why
+    assert main(["compare", str(RUN_A), str(candidate), "--fail-on-regression"]) == NOT_JUDGED
+    out = capsys.readouterr().out
+    assert f"could not be judged: {case} +" in out and "(too thin)" in out and "--bench-rounds 3" in out
+    same = scaled(data, case, 1.03)  # thin too, but no move beyond the threshold: nothing to judge
+    stats = _entry(same, case)["stats"]
     stats.update(data=stats["data"][:1], rounds=1)
-    assert main(["compare", str(RUN_A), str(write(wobble, tmp_path / "wobble.json")), "--fail-on-regression"]) == 0
+    result = compare(load([RUN_A]), load([write(same, tmp_path / "same.json")]))
+    assert not next(v for v in result.verdicts if v.case == case).not_judged
 
 
 @pytest.mark.parametrize("bad", [float("inf"), -0.001, 0.0, "1 ms"], ids=["inf", "negative", "zero", "text"])
@@ -403,19 +419,28 @@ def test_a_round_median_that_is_not_a_time_is_invalid_named_and_fails_the_gate(b
     assert "gate failed: 1 case(s) hold values that cannot be times" in out and "inf s" not in out
 
 
-def test_contention_on_the_slower_side_explains_the_change_and_is_not_gated_alone(tmp_path, capsys):
+def test_contention_on_the_slower_side_explains_the_change_and_it_is_not_judged(tmp_path, capsys):
     data = read(RUN_A)
     case = converged_case(data)
     busy = scaled(data, case, 2.0)
     _entry(busy, case)["extra_info"].update(contended=True, contention={"share": 0.4})
     candidate = write(busy, tmp_path / "busy.json")
     verdict = next(v for v in compare(load([RUN_A]), load([candidate])).verdicts if v.case == case)
-    assert verdict.verdict == "unsure" and verdict.contended
+    assert verdict.verdict == "unsure" and verdict.contended and verdict.looks == "slower"
     assert verdict.note == "candidate contended (share 40%): contention explains the change"
+    assert verdict.not_judged == "candidate host contention"
     assert main(["compare", str(RUN_A), str(candidate), "--fail-on-regression", "--json",
-                 str(tmp_path / "v.json")]) == 0
-    assert "1 change(s) beyond the threshold measured under host contention" in capsys.readouterr().out
-    assert json.loads((tmp_path / "v.json").read_text())["gate"]["not_gated"] == [f"{case}: {verdict.note}"]
+                 str(tmp_path / "v.json")]) == NOT_JUDGED
+    assert "re-run where nothing else takes the host's CPUs" in capsys.readouterr().out
+    gate = json.loads((tmp_path / "v.json").read_text())["gate"]
+    assert gate["status"] == "not judged" and gate["not_gated"] == []
+    assert gate["not_judged"][0].endswith(f"{case} +100.0 % (candidate host contention)")
+    slow_base = scaled(data, case, 2.0)  # contention in a slower baseline explains a faster candidate: reported,
+    _entry(slow_base, case)["extra_info"].update(contended=True)  # and no regression can hide in a faster case
+    result = compare(load([write(slow_base, tmp_path / "slow_base.json")]), load([RUN_A]))
+    verdict = next(v for v in result.verdicts if v.case == case)
+    assert verdict.verdict == "unsure" and verdict.looks == "faster" and not verdict.not_judged
+    assert result.explained == [verdict]
     quiet_base = read(RUN_A)  # contention in the baseline cannot explain a slower candidate
     _entry(quiet_base, case)["extra_info"].update(contended=True)
     verdict = next(v for v in compare(load([write(quiet_base, tmp_path / "base.json")]),

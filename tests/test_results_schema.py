@@ -274,10 +274,12 @@ def test_code_cites_this_page_for_the_stable_names_not_a_card_outside_the_reposi
 def test_compare_json_follows_its_schema_and_is_strict(tmp_path, capsys):
     out = tmp_path / "verdicts.json"
     assert main(["compare", str(RUN_A), str(DATA / "run_cpu_quick_b.json"), "--json", str(out),
-                 "--fail-on-regression"]) == 0
+                 "--fail-on-regression"]) == 3  # two single runs: changes the gate could not judge
     document = strict(out.read_text())
     assert errors(document, COMPARE_SCHEMA) == []
+    assert document["gate"]["status"] == "not judged" and document["gate"]["not_judged"]
     assert errors({**document, "gate": {"passed": "yes"}}, COMPARE_SCHEMA)  # the schema can fail
+    assert errors({**document, "gate": {**document["gate"], "status": "re-run"}}, COMPARE_SCHEMA)
     if NODE:
         assert node_parses([out]) == []
 

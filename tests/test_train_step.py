@@ -153,6 +153,8 @@ def test_a_gpt_case_measures_a_step_and_reports_its_figures():
     assert result.status == "ok", result.reason
     assert info["loss_after_n"] < info["loss_first"]
     assert info["n_steps"] == train_step.PROFILES["quick"].steps
+    losses = info["seeded_losses"]  # every step's loss, which the advisor compares with fp32's step by step
+    assert len(losses) == info["n_steps"] and losses[0] == info["loss_first"] and losses[-1] == info["loss_after_n"]
     assert 14 <= info["bytes_per_param"] <= 20
     assert info["tokens_per_s"] == pytest.approx(8 * 64 * info["samples_per_s"] / 8)
     assert info["flops_formula"] == case.flops and 0.5 < info["flops_ratio"] <= 1.0

@@ -103,3 +103,32 @@ def slow_not_a_model() -> str:
     """A factory that takes a while (a big checkpoint to load, say) and then returns no model."""
     time.sleep(1.0)
     return "a checkpoint path"
+
+
+class NoiseConv(nn.Module):
+    """A conv classifier with BatchNorm (so that micro-batches change its statistics, as in real models) whose head
+    starts at zero: its first loss is ln(CLASSES), the best any model can do on labels that are noise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.head = nn.Linear(8 * 8 * 8, CLASSES)  # every pixel's features: room to fit a batch's noise
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.head(self.body(images).flatten(1))
+        return logits, F.cross_entropy(logits, labels)
+
+
+def noise_model() -> nn.Module:
+    return NoiseConv()
+
+
+NOISE_BATCH = 16  # small enough that one step fits its batch's noise visibly
+
+
+def noise_batch(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Labels independent of the images: every step fits its batch's noise, so fp32's own loss on the next batch
+    rises above its first (a batch with no structure, which users do bring)."""
+    return torch.randn(NOISE_BATCH, 3, 8, 8, device=device), torch.randint(CLASSES, (NOISE_BATCH,), device=device)

@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reports.compare import VERDICTS, compare  # noqa: E402
+from reports.compare import VERDICTS, compare, gate_status  # noqa: E402
 from reports.load import load  # noqa: E402
 
 SELECTION = ["bench/test_matmul.py", "bench/test_conv.py"]
@@ -127,7 +127,7 @@ def row(label: str, base: list[Path], cand: Path) -> dict:
     result = compare(load(base), load([cand]))
     contended = set().union(*(contended_cases(p) for p in [*base, cand]))
     off = [v for v in result.verdicts if v.verdict != "same"]
-    return {"comparison": label, "exit": int(result.regressed), **{v: result.count(v) for v in VERDICTS},
+    return {"comparison": label, "exit": gate_status(result), **{v: result.count(v) for v in VERDICTS},
             "not same, contended": sum(v.case in contended for v in off)}
 
 

@@ -4,7 +4,19 @@ It checks the model, batch and loss in one float32 forward (a problem is one lin
 file of the few lines a user would write (suites.training.user_model), and runs it under pytest exactly as the
 main job runs its suites, JSON included. From the measured cases it picks the levers that each made the step
 faster beyond the noise, measures that combination as one more case, and recommends the fastest measured
-setting that fits the memory budget and whose loss after the seeded steps stays finite and close to fp32's.
+setting that fits the memory budget and whose loss over the seeded steps stays finite and close to fp32's.
+
+It ranks only cases whose step time it can trust. A case measured under host contention (its timer includes
+the host: reports/change.py `host_disturbed`), one that did not converge or ran throttled (`change.doubts`)
+is measured once more (`remeasure.json`); if it still cannot be trusted it is left out of the ranking, and the
+report says which and why. A busy host moves whole windows of the sweep, which no quartile of one case shows:
+from a sweep on this project's loaded 2-core CPU whose every case was contended and unconverged, the rule
+before said fused AdamW "helps: 29.17x" (tests/data/busy_gate). When the baseline itself cannot be trusted
+nothing is ranked (exit
+`NOT_JUDGED`, 3, as compare's gate). A setting "diverges" only against fp32's trajectory: its loss at each
+seeded step against fp32's at the same step (the same batch), measured in how far fp32's own loss moved over
+the steps, so a batch that teaches the model nothing (fp32's loss rising) does not turn rounding into
+divergence.
 
 It reads the sweep's results through `reports.load` (the project's one checked reader), says every PROGRESS_S
 what it is doing (a slow factory, how many cases the sweep has finished), and its pytest child ends with it
@@ -25,10 +37,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from tabulate import tabulate
 
+from reports import change
 from reports import load as results
 from reports.errors import InputError
 from suites.core import children, profiles
@@ -37,11 +51,11 @@ from suites.core.units import parse_bytes
 from suites.training.train_step import Levers
 from suites.training.user_model import ModelError, UserModel, load
 
-PARITY_TOLERANCE = 0.10  # |loss_n - fp32's loss_n| / (fp32's first loss - its loss_n), after the seeded steps
+PARITY_TOLERANCE = 0.10  # largest |loss_i - fp32's loss_i| over the seeded steps / how far fp32's loss moved
 MIN_GAIN = 0.03  # a lever helps when it is this much faster and its step times' IQR lies below the baseline's
 LEVER_FIELD = {"compile": "compile", "optimizer": "optimizer", "memory_format": "memory_format"}  # combined
 MEMORY_LEVERS = ("checkpoint", "accum")  # trade time for memory: chosen only when nothing else fits the budget
-USAGE, FAILED = 2, 1
+USAGE, FAILED, NOT_JUDGED = 2, 1, 3  # exit statuses; NOT_JUDGED as compare's gate: re-run on a quiet machine
 
 
 @dataclass
@@ -59,7 +73,12 @@ class Row:
     peak_mem_bytes: int | None = None
     loss_first: float | None = None
     loss_after_n: float | None = None
-    parity_rel: float | None = None
+    losses: tuple[float, ...] | None = None  # every seeded step's loss (`seeded_losses`; older files: none)
+    n_steps: int | None = None
+    parity_rel: float | None = None  # the largest gap to fp32's loss at the same step / how far fp32's moved
+    parity_step: int | None = None  # the step (from 1) of that gap
+    distrust: str = ""  # why its step time cannot rank it (host contention, not converged, throttled), or ''
+    remeasured: str = ""  # why the first measurement was not trusted, when this row is the second one
 
     @property
     def measured(self) -> bool:
@@ -74,19 +93,34 @@ def levers_of(params: dict) -> Levers:
 
 
 FIELDS = ("case", "lever", "status", "reason", "median_s", "q1_s", "q3_s", "peak_mem_bytes", "loss_first",
-          "loss_after_n")
+          "loss_after_n", "seeded_losses", "n_steps")
 
 
 def _present(value: object) -> object:
     """A frame cell as a Python value: None where the case has no such field (pandas' NaN)."""
+    if isinstance(value, list | tuple | np.ndarray):
+        return tuple(float(x) if x is not None else math.nan for x in value)
     return None if pd.isna(value) else value
+
+
+def distrust(record: dict) -> str:
+    """Why a case's step time cannot rank it, or '': host contention where its timer includes the host
+    (reports/change.py, `host_disturbed`), and the doubts compare has of one run's figure (`doubts`: not
+    converged, throttled). The one rule of the reports, read from the same fields."""
+    reasons = []
+    if change.host_disturbed(record):
+        detail = record.get("contention")
+        share = detail.get("share") if isinstance(detail, dict) else None
+        reasons.append(f"host contention (share {share:.0%})" if isinstance(share, int | float) else "host contention")
+    return ", ".join(reasons + change.doubts(record, noise_measured=False))
 
 
 def _row(record: dict) -> Row:
     get = {key: _present(record.get(key)) for key in FIELDS}.get
     label = str(get("case") or "").rsplit("/", 1)[-1]
     return Row(get("lever"), label, levers_of(record), get("status") or "error", get("reason"), get("median_s"),
-               get("q1_s"), get("q3_s"), get("peak_mem_bytes"), get("loss_first"), get("loss_after_n"))
+               get("q1_s"), get("q3_s"), get("peak_mem_bytes"), get("loss_first"), get("loss_after_n"),
+               get("seeded_losses"), get("n_steps"), distrust=distrust(record) if get("status") == "ok" else "")
 
 
 def read_rows(path: Path) -> list[Row]:
@@ -95,18 +129,52 @@ def read_rows(path: Path) -> list[Row]:
     return [_row(record) for record in results.load([path]).to_dict("records")]
 
 
-def add_parity(rows: list[Row]) -> None:
-    """Each case's loss after the seeded steps against fp32's, relative to the progress fp32 made in them."""
-    fp32 = next((r for r in rows if r.lever == "precision" and r.label == "fp32" and r.loss_after_n is not None),
+def trajectory(row: Row) -> tuple[np.ndarray, list[int]] | None:
+    """The losses of a case's seeded steps and their step numbers (from 1): every step's where the file has them,
+    else the first and the last (files written before `seeded_losses`)."""
+    if row.losses:
+        return np.asarray(row.losses, dtype=float), list(range(1, len(row.losses) + 1))
+    if row.loss_first is None or row.loss_after_n is None:
+        return None
+    return np.asarray([row.loss_first, row.loss_after_n], dtype=float), [1, int(row.n_steps or 2)]
+
+
+def fp32_row(rows: list[Row]) -> Row | None:
+    return next((r for r in rows if r.lever == "precision" and r.label == "fp32" and r.loss_after_n is not None),
                 None)
-    if fp32 is None:
+
+
+def movement(losses: np.ndarray) -> float:
+    """How far a loss moved from its first step in either direction over the seeded steps, at least 1 % of the
+    first loss: the scale of a gap to fp32. A falling loss moves by its progress; a rising one (a batch that
+    teaches the model nothing in a few steps) by its rise, not by nothing, so rounding stays small beside it."""
+    return max(float(np.max(np.abs(losses - losses[0]))), 0.01 * abs(float(losses[0])), 1e-12)
+
+
+def add_parity(rows: list[Row]) -> None:
+    """Each case's losses against fp32's at the same seeded steps (the same batches): the largest gap, in units
+    of how far fp32's own loss moved, and the step where it lies."""
+    fp32 = fp32_row(rows)
+    reference = trajectory(fp32) if fp32 else None
+    if reference is None:
         return
-    # progress below 1 % of the first loss (a batch the model cannot learn from in a few steps) would turn
-    # rounding differences into huge ratios: the scale is at least that 1 %
-    scale = max(fp32.loss_first - fp32.loss_after_n, 0.01 * abs(fp32.loss_first), 1e-12)
     for r in rows:
-        if r.loss_after_n is not None:
-            r.parity_rel = abs(r.loss_after_n - fp32.loss_after_n) / scale
+        found = trajectory(r)
+        if found is None:
+            continue
+        (losses, steps), (ref, _) = found, reference
+        if len(losses) != len(ref):  # a file with every step's loss beside one with only the ends
+            losses, ref, steps = losses[[0, -1]], ref[[0, -1]], [steps[0], steps[-1]]
+        if not np.all(np.isfinite(ref)):
+            r.parity_rel, r.parity_step = math.nan, None
+            continue
+        gaps = np.abs(losses - ref)
+        if not np.all(np.isfinite(gaps)):  # a loss that is not finite at some step: as far off as can be
+            at = int(np.argmax(~np.isfinite(gaps)))
+            r.parity_rel, r.parity_step = math.inf, steps[at]
+            continue
+        at = int(np.argmax(gaps))
+        r.parity_rel, r.parity_step = float(gaps[at]) / movement(ref), steps[at]
 
 
 def rejection(row: Row, budget: int | None) -> str | None:
@@ -123,11 +191,13 @@ def rejection(row: Row, budget: int | None) -> str | None:
     if not _finite(row.loss_first) or not _finite(row.loss_after_n):
         return ("no finite loss: the seeded steps ended with a loss of "
                 f"{'NaN or inf' if row.loss_after_n is None else row.loss_after_n} (first {row.loss_first})")
-    if row.parity_rel is not None and not math.isfinite(row.parity_rel):
+    if row.parity_rel is not None and math.isnan(row.parity_rel):
         return "the loss cannot be compared with fp32's: fp32's own loss is not finite"
+    if row.parity_rel is not None and math.isinf(row.parity_rel):
+        return f"diverges: its loss is not finite at seeded step {row.parity_step}"
     if row.parity_rel is not None and row.parity_rel > PARITY_TOLERANCE:
-        return (f"diverges: loss after the seeded steps {row.parity_rel:.1%} of fp32's progress away "
-                f"(tolerance {PARITY_TOLERANCE:.0%})")
+        return (f"diverges: at seeded step {row.parity_step} its loss is {row.parity_rel:.1%} of fp32's movement "
+                f"away from fp32's at that step (tolerance {PARITY_TOLERANCE:.0%})")
     return None
 
 
@@ -141,16 +211,21 @@ def speedup(row: Row, base: Row) -> float:
     return base.median_s / row.median_s
 
 
+def trusted(row: Row) -> bool:
+    return row.measured and not row.distrust
+
+
 def helps(row: Row, base: Row) -> bool:
-    """Faster than the baseline beyond the noise: by MIN_GAIN, and every step time of its interquartile range
-    below the baseline's (a shared machine moves single steps a lot; the quartiles of both must not overlap).
-    The reports define `faster` in reports/change.py, which says why this advisor keeps a rule of its own."""
-    return speedup(row, base) > 1 + MIN_GAIN and row.q3_s < base.q1_s
+    """Faster than the baseline beyond the noise: both step times trusted (`distrust`), by MIN_GAIN, and every
+    step time of its interquartile range below the baseline's (a shared machine moves single steps a lot; the
+    quartiles of both must not overlap). The reports define `faster` in reports/change.py, which says why this
+    advisor keeps a rule of its own."""
+    return trusted(row) and trusted(base) and speedup(row, base) > 1 + MIN_GAIN and row.q3_s < base.q1_s
 
 
 def hurts(row: Row, base: Row) -> bool:
     """Slower than the baseline beyond the noise (the mirror of `helps`)."""
-    return speedup(row, base) < 1 - MIN_GAIN and row.q1_s > base.q3_s
+    return trusted(row) and trusted(base) and speedup(row, base) < 1 - MIN_GAIN and row.q1_s > base.q3_s
 
 
 def verdict(row: Row, base: Row | None, budget: int | None) -> str:
@@ -160,6 +235,11 @@ def verdict(row: Row, base: Row | None, budget: int | None) -> str:
     if row.lever == "baseline" or base is None or not base.measured:
         return "reference" if row.lever == "baseline" else "measured (no baseline to compare with)"
     ratio = speedup(row, base)
+    if doubt := row.distrust or (base.distrust and f"the baseline's {base.distrust}"):
+        if row.lever in MEMORY_LEVERS:
+            return (f"{ratio:.2f}x speed, not judged ({doubt}), for {_bytes(row.peak_mem_bytes)} peak (baseline "
+                    f"{_bytes(base.peak_mem_bytes)})")
+        return f"not judged: {ratio:.2f}x, {doubt}"
     if row.lever == "sync":
         return (f"a loss.item() every step costs {1 / ratio - 1:.0%} step time: log less often" if hurts(row, base)
                 else "no clear cost of a loss.item() every step here")
@@ -177,7 +257,8 @@ def combination(rows: list[Row], budget: int | None) -> Levers:
     other speed lever that helped alone; a memory lever only when the baseline does not fit the budget."""
     base = next(r for r in rows if r.lever == "baseline")
     ok = [r for r in rows if r.measured and rejection(r, budget) is None]
-    fastest = min((r for r in ok if r.lever in ("baseline", "precision")), key=lambda r: r.median_s, default=base)
+    fastest = min((r for r in ok if r.lever in ("baseline", "precision") and trusted(r)), key=lambda r: r.median_s,
+                  default=base)
     keep = base in ok and (fastest is base or not helps(fastest, base))
     chosen = base.levers if keep else replace(base.levers, precision=fastest.levers.precision)
     for r in ok:
@@ -208,7 +289,7 @@ def recommend(rows: list[Row], budget: int | None) -> Row | None:
     if not candidates:
         return None
     base = next((r for r in candidates if r.lever == "baseline"), None)
-    reference = base or min(candidates, key=lambda r: r.median_s)
+    reference = base or min([r for r in candidates if trusted(r)] or candidates, key=lambda r: r.median_s)
     return min([reference, *(r for r in candidates if helps(r, reference))], key=lambda r: r.median_s)
 
 
@@ -373,10 +454,40 @@ def _budget(args: argparse.Namespace, device: torch.device) -> int | None:
     return torch.cuda.get_device_properties(device).total_memory
 
 
+def doubted(rows: list[Row], budget: int | None) -> list[Row]:
+    """The measured cases that could be recommended but whose step time cannot be trusted."""
+    return [r for r in rows if r.measured and r.distrust and rejection(r, budget) is None]
+
+
+def remeasure(sweep: Sweep, rows: list[Row], budget: int | None) -> list[Row]:
+    """Once more, in one run (`remeasure.json`), the cases whose step time cannot be trusted; a measured second
+    row replaces the first and keeps why that one was doubted (`remeasured`). Only once: a host busy for the
+    whole sweep stays busy, and the report then names the cases left out of the ranking."""
+    again = doubted(rows, budget)
+    if not again:
+        return rows
+    say(f"measuring {len(again)} case(s) once more, their step times not trusted: "
+        + ", ".join(f"{r.lever}/{r.label} ({r.distrust})" for r in again))
+    select = " or ".join(f"{r.lever}/{r.label}" for r in again)
+    return merge(rows, read_rows(sweep.run("remeasure.json", select=select)), budget)
+
+
+def merge(rows: list[Row], again: list[Row], budget: int | None) -> list[Row]:
+    """The sweep's rows with each doubted case replaced by its measured second row, which keeps why the first
+    was doubted; a case whose second run measured nothing keeps its first row."""
+    first = {(r.lever, r.label): r.distrust for r in doubted(rows, budget)}
+    second = {(r.lever, r.label): r for r in again if r.measured}
+    return [replace(second[key], remeasured=first[key]) if (key := (r.lever, r.label)) in first and key in second
+            else r for r in rows]
+
+
 def measure(sweep: Sweep, budget: int | None) -> list[Row]:
-    """The one-lever sweep, then the combination of the levers that helped when no case measured it yet."""
+    """The one-lever sweep, once more the cases it cannot trust, then the combination of the levers that helped
+    when no case measured it yet."""
     sweep.write()
     rows = read_rows(sweep.run("sweep.json", select="not all_on"))  # the combination replaces the fixed all-on
+    add_parity(rows)
+    rows = remeasure(sweep, rows, budget)
     add_parity(rows)
     chosen = combination(rows, budget)
     if chosen not in [r.levers for r in rows if r.status == "ok"]:
@@ -385,6 +496,36 @@ def measure(sweep: Sweep, budget: int | None) -> list[Row]:
         rows += read_rows(sweep.run("combination.json", select="combination"))
         add_parity(rows)
     return rows
+
+
+def unranked(rows: list[Row], budget: int | None) -> str | None:
+    """Why nothing can be ranked: the baseline, which every lever is compared with, has a step time that cannot
+    be trusted (even measured twice); None when it can (or when there is no acceptable baseline)."""
+    base = next((r for r in rows if r.lever == "baseline"), None)
+    if base is None or base not in doubted(rows, budget):
+        return None
+    return (f"Nothing ranked: the baseline's step time cannot be trusted ({base.distrust}"
+            f"{', measured twice' if base.remeasured else ''}), so no lever can be compared with it. Rerun where "
+            "nothing else takes the machine's CPUs.")
+
+
+def trust_notes(rows: list[Row], budget: int | None) -> list[str]:
+    """What the ranking left out and why, and which cases were measured twice (docs/your_model.md)."""
+    notes = []
+    if twice := [r for r in rows if r.remeasured]:
+        notes.append("Measured twice, the first step time not trusted: " + "; ".join(
+            f"{r.lever}/{r.label} (first: {r.remeasured}; second: {r.distrust or 'trusted'})" for r in twice) + ".")
+    if left := [r for r in doubted(rows, budget) if r.lever != "baseline"]:
+        notes.append("Left out of the ranking, their step times not trusted: " + "; ".join(
+            f"{r.lever}/{r.label} ({r.distrust})" for r in left) + ". Rerun where nothing else takes the machine's "
+            "CPUs to rank them.")
+    if (fp32 := fp32_row(rows)) is not None and (found := trajectory(fp32)) and found[0][-1] > found[0][0]:
+        (losses, steps) = found
+        notes.append(f"fp32's own loss rose over the {steps[-1]} seeded steps ({losses[0]:.4g} -> "
+                     f"{losses[-1]:.4g}): its batches teach the model little in that many "
+                     "steps. Each setting is compared with fp32 at the same steps, against how far fp32's loss "
+                     "moved; give batches with structure for a sharper check.")
+    return notes
 
 
 def advice(rows: list[Row], budget: int | None) -> str | None:
@@ -398,7 +539,7 @@ def advice(rows: list[Row], budget: int | None) -> str | None:
     versus = f", {speedup(best, base):.2f}x the baseline's speed" if base.measured else ""
     if reason := rejection(base, budget):
         versus += f" (the baseline is rejected: {reason.split(':')[0]})"
-    parity = "" if best.parity_rel is None else f", loss {best.parity_rel:.1%} of fp32's progress from fp32's"
+    parity = "" if best.parity_rel is None else f", loss within {best.parity_rel:.1%} of fp32's movement of fp32's"
     return (f"Recommended: {label(best.levers)} ({best.lever} case): {best.median_s * 1e3:.1f} ms per step{versus}, "
             f"peak memory {_bytes(best.peak_mem_bytes)}{parity}.")
 
@@ -449,8 +590,17 @@ def main(argv: list[str] | None = None) -> int:
         return FAILED
     print(f"\n{user.name} on {device}, {args.profile} profile: one lever at a time from the baseline "
           f"(amp_bf16, eager, foreach AdamW); step = median wall time per step\n")
-    print(table(rows, budget))
-    sentence = advice(rows, budget)
-    print(f"\n{sentence or 'No setting ran within the budget and close to fp32; see the verdicts above.'} "
-          f"({time.perf_counter() - start:.0f} s)\nResults: {out}/*.json; python -m reports html {out} -o {out}/report")
-    return 0 if sentence else FAILED
+    text, status = report(rows, budget)
+    print(f"{text} ({time.perf_counter() - start:.0f} s)\nResults: {out}/*.json; python -m reports html {out} -o "
+          f"{out}/report")
+    return status
+
+
+def report(rows: list[Row], budget: int | None) -> tuple[str, int]:
+    """The table, what the ranking left out, the recommendation, and the exit status: 0 with a recommendation,
+    NOT_JUDGED when the baseline's time cannot be trusted (nothing ranked), FAILED when no setting qualifies."""
+    blocked = unranked(rows, budget)
+    sentence = blocked or advice(rows, budget)
+    parts = [table(rows, budget), *trust_notes(rows, budget),
+             sentence or "No setting ran within the budget and close to fp32; see the verdicts above."]
+    return "\n\n".join(parts), NOT_JUDGED if blocked else 0 if sentence else FAILED

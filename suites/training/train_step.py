@@ -167,7 +167,7 @@ class Trainee:
 
 
 def _seeded_run(step: TrainStep, trainee: Trainee, levers: Levers, device: torch.device) -> tuple[dict, int]:
-    """Train the seeded steps: the loss after n steps, skipped steps and, compiled, what compilation cost.
+    """Train the seeded steps: every step's loss, skipped steps and, compiled, what compilation cost.
     Returns the fields and Dynamo's frame count after the run (recompiles are counted from there)."""
     counters, frames_before = torch._dynamo.utils.counters, _dynamo_frames()
     hits_before = counters["inductor"]["fxgraph_cache_hit"]
@@ -177,8 +177,9 @@ def _seeded_run(step: TrainStep, trainee: Trainee, levers: Levers, device: torch
         if device.type == "cpu":
             raise Unsupported(f"torch.compile failed on this CPU: {str(exc).splitlines()[0]}") from exc
         raise
+    # every step's loss, not only the ends: a setting is judged against fp32 step by step (suites/training/advise.py)
     info: dict = {"loss_after_n": run.losses[-1], "loss_first": run.losses[0], "n_steps": len(run.losses),
-                  "scaler_skipped_steps": run.skipped_steps}
+                  "seeded_losses": list(run.losses), "scaler_skipped_steps": run.skipped_steps}
     frames = _dynamo_frames()
     if levers.compile:
         info["compile_s"] = run.first_step_s  # the first step's wall time: compilation plus one step
