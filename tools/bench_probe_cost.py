@@ -40,20 +40,22 @@ def start_threads(idle: int, busy: int, stop: threading.Event) -> list[threading
 
 def probe_cost(samples: int) -> dict:
     """Microseconds per sample of begin() + end() with nothing between them (median, mean and 90th percentile over
-    `samples` samples of one probe, as a measurement's sampling loop uses it)."""
+    `samples` samples of one probe, as a measurement's sampling loop uses it), and the threads a sample read."""
     probe = HostProbe()
-    costs = []
+    costs, read = [], []
     try:
         for _ in range(samples):
             t0 = time.perf_counter()
             probe.begin()
             probe.end(kept=True)
             costs.append(time.perf_counter() - t0)
+            read.append(len(probe.run_delay.threads_read))
     finally:
         probe.close()
     costs.sort()
     return {"samples": samples, "median_us": 1e6 * statistics.median(costs), "mean_us": 1e6 * statistics.mean(costs),
-            "p90_us": 1e6 * costs[int(0.9 * (len(costs) - 1))]}
+            "p90_us": 1e6 * costs[int(0.9 * (len(costs) - 1))], "threads_read_median": statistics.median(read),
+            "threads_read_max": max(read)}
 
 
 def positive(text: str) -> int:
@@ -83,7 +85,8 @@ def main() -> int:
             thread.join()
     print(f"host probe, {result['threads']} Python threads ({args.idle_threads} idle, {args.busy_threads} waking "
           f"every ms): {result['median_us']:.1f} us per sample (median), {result['mean_us']:.1f} us (mean), "
-          f"{result['p90_us']:.1f} us (90th percentile) over {result['samples']} samples")
+          f"{result['p90_us']:.1f} us (90th percentile) over {result['samples']} samples; threads read per sample: "
+          f"{result['threads_read_median']:g} (median), {result['threads_read_max']} (most)")
     if args.json:
         args.json.write_text(strict_json.dumps(result, indent=1))
     return 0
