@@ -275,21 +275,15 @@ def check(options: Options, clock: Callable[[], float]) -> list[Row]:
 
 def parent_device(option: str) -> str:
     """The device the steps measure, decided without a CUDA context in this process (the steps make their own):
-    `auto` is `cuda` when torch sees a GPU, else `cpu`."""
-    if option == "cpu":
-        return option
-    cuda = _CUDA.fullmatch(option)
-    if option != "auto" and cuda is None:
-        raise UsageError(f"--device {option}: expected auto, cpu, cuda or cuda:N")
-    import torch
+    `auto` is `cuda` when torch sees a GPU, else `cpu`; GPUs that NVML sees and torch cannot use are an error
+    (suites.core.device.resolve), never a quiet CPU plan on a GPU box."""
+    from suites.core import device as devices  # torch: only once a device is decided
 
-    if not torch.cuda.is_available():
-        if option == "auto":
-            return "cpu"
-        raise UsageError(f"--device {option}: no CUDA device is available here (torch {torch.__version__})")
-    if cuda and cuda.group(1) and int(cuda.group(1)) >= torch.cuda.device_count():
-        raise UsageError(f"--device {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return "cuda" if option == "auto" else option
+    try:
+        device = devices.resolve(option, "--device")
+    except devices.DeviceError as exc:
+        raise UsageError(str(exc)) from None
+    return device.type if option == "auto" else option
 
 
 def plan_device(option: str) -> str:
