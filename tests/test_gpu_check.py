@@ -301,6 +301,17 @@ def cuda_case(status: str = "ok", **fields) -> dict:
     return {"status": status, "torch_device": "cuda:0", **fields}
 
 
+def test_the_float8_rung_of_the_ladder_says_it_is_the_accurate_accumulations():
+    from suites.checks import matmul as matmul_rows
+
+    fp8 = cuda_case(dtype="float8_e4m3fn", case="matmul/square/4096x4096x4096/float8_e4m3fn", tflops=1200.0,
+                    pct_peak=60.6, fast_accum=False)
+    bf16 = cuda_case(dtype="bfloat16", case="matmul/square/4096x4096x4096/bfloat16", tflops=700.0, pct_peak=70.8)
+    rows = {row.figure: row for row in matmul_rows.ladder_rows([fp8, bf16])}
+    assert "use_fast_accum=False" in rows["float8_e4m3fn"].value and "not measured" in rows["float8_e4m3fn"].value
+    assert "accumulation" not in rows["bfloat16"].value
+
+
 def test_flash_against_naive_on_a_gpu_passes_faster_and_smaller_and_an_out_of_memory_naive():
     flash = cuda_case(median_s=0.001, peak_mem_bytes=2**20, tflops=400.0)
     value, ok = attention_rows.compare(flash, cuda_case(median_s=0.004, peak_mem_bytes=2**24))

@@ -30,6 +30,9 @@ TIMEOUT_SHARE_LIMIT = 0.1  # more cases than this ending at the timeout: the sto
 SEARCH_BUDGETS_S = {"cuda": (20.0, 5.0), "cpu": (3.5, 2.0)}  # (per dtype, bandwidth)
 SEARCH_PROFILE = {"cuda": "full", "cpu": "quick"}
 SEARCH_DTYPES = {"cuda": ("bfloat16", "float8_e4m3fn"), "cpu": ("float32", "bfloat16")}
+# What a float8 figure is (suites.core.gemm.FP8_FAST_ACCUM): the accurate accumulation's, not the fastest float8.
+ACCURATE_ACCUMULATION = ("accurate accumulation (use_fast_accum=False); cuBLASLt's fast accumulation is faster and "
+                         "not measured here")
 
 
 def ladder_rows(cases: list[dict]) -> Iterator[Row]:
@@ -43,6 +46,8 @@ def ladder_rows(cases: list[dict]) -> Iterator[Row]:
     for dtype, entry in best.items():
         pct = number(entry, "pct_peak")
         value = f"{entry['tflops']:.3g} TFLOP/s ({entry.get('case')})" + (f", {pct:.1f} % of peak" if pct else "")
+        if entry.get("fast_accum") is False:
+            value += f"; {ACCURATE_ACCUMULATION}"
         yield Row("matmul dtype ladder", str(dtype), value, "< 100 % of peak" if pct else "",
                   pct < 100 if pct else None)
     for entry in cases:
