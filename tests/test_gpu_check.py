@@ -375,6 +375,24 @@ def test_searched_peaks_are_held_below_the_datasheet_and_a_missing_dtype_fails()
     assert "80.9 % of the datasheet's 989" in rows[0].value
 
 
+def test_a_searched_peak_below_a_measured_case_says_so(tmp_path):
+    """The short search can miss the shape a case of the matmul step ran faster: the row says the roof is at least
+    what was measured, from the matmul step's real results."""
+    from suites.checks import matmul as matmul_rows
+    from suites.core import achievable
+
+    shutil.copy(DATA / "matmul.json", tmp_path / "matmul.json")
+    measured = matmul_rows.measured_best(tmp_path)
+    fastest, case = measured["float32"]
+    assert case.startswith("matmul/") and fastest > 0
+    peaks = achievable.Peaks(flops={"float32": achievable.Found(fastest / 2, "256x256x256", "searched", 6, 3.5),
+                                    "bfloat16": achievable.Found(10 * measured["bfloat16"][0], "x", "s", 6, 3.5)})
+    rows = {r.figure: r for r in matmul_rows.peak_rows(peaks, {}, matmul_rows.search_plan("cpu"), measured)}
+    assert f"below the {fastest / 1e12:.4g} TFLOP/s that {case} measured in the matmul step" in rows["float32"].value
+    assert "below the" not in rows["bfloat16"].value
+    assert matmul_rows.measured_best(tmp_path / "nowhere") == {}
+
+
 # --- the command line -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [("--budget-s", "30"), ("--budget-s", "nan"), ("--budget-s", "-5"),
