@@ -453,8 +453,9 @@ def options(args: argparse.Namespace) -> Options:
     checkout()
     device = parent_device(args.device)
     device_type = device.split(":")[0]
-    times, _ = learned_times(device, args.times_cache)
-    assert times is not None  # the device was resolved above: it has an identity
+    times, why_none = learned_times(device, args.times_cache)
+    if times is None:  # parent_device resolved it, so it has an identity; kept for what resolve may change
+        raise UsageError(f"--device {device}: {why_none}")
     if reason := nothing_fits(plan(device_type, budget_s, only, times), device_type, budget_s):
         raise UsageError(reason)
     try:
