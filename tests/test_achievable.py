@@ -173,6 +173,8 @@ def test_the_search_says_its_total_and_each_dtype_and_keeps_to_the_total():
                               clock=clock)
     assert lines[0].startswith("achievable peaks: searching float32, bfloat16, float16 and the bandwidth on cpu "
                                "(quick plan) in 3 s (3.5 s per dtype, 2 s bandwidth")
+    # its cost is said before it starts, with what it is keyed by and how to skip it
+    assert "before the next case" in lines[0] and lines[0].endswith("--bench-achievable-peaks off skips it")
     assert [line.split(":")[0] for line in lines[1:]] == ["achievable float32", "achievable bfloat16",
                                                            "achievable float16", "achievable bandwidth"]
     order = ["float32", "bfloat16", "float16", "bandwidth"]
@@ -252,9 +254,69 @@ def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_
 def test_obtain_serves_the_dtypes_the_cache_holds_without_searching(tmp_path):
     peaks = _peaks()
     peaks.profile, peaks.identity, peaks.missing = "quick", achievable.identity(CPU), {"tf32": "not here"}
+    peaks.searched_at = "2026-01-01T00:00:00+00:00"
     achievable.save(peaks, tmp_path)
-    found = achievable.obtain(CPU, "quick", tmp_path, dtypes=["float32", "tf32"])
+    lines: list[str] = []
+    found = achievable.obtain(CPU, "quick", tmp_path, dtypes=["float32", "tf32"], log=lines.append)
     assert found.source.startswith("loaded from") and found.flops["float32"].value == 1e12
+    # never silent: where the roofs come from, when and by what they were searched, and what they are
+    assert lines == [f"achievable peaks: {found.source} (searched 2026-01-01T00:00:00+00:00 with torch "
+                     f"{torch.__version__}, {torch.get_num_threads()} threads): float32 1 TFLOP/s, bandwidth 100 "
+                     "GB/s; --bench-achievable-peaks search searches again"]
+    lines.clear()
+    found.pct(_case(flops=3e12), 1.0)  # a case three times above the loaded roof says so as it happens
+    assert len(lines) == 1 and lines[0].startswith("achievable: matmul/x/3000000000000.0/None ran at 3x the gemm "
+                                                   "float32 roof (loaded from ")
+    assert lines[0].endswith("raised to it for the rest of the run, and `--bench-achievable-peaks search` searches "
+                             "again")
+
+
+def test_the_cache_is_keyed_by_the_torch_version_and_the_runs_threads_on_every_device():
+    ident = achievable.identity(CPU)
+    assert ident["torch"] == torch.__version__ and ident["torch_threads"] == torch.get_num_threads()
+    others = [dict(ident, torch="2.6.0"), dict(ident, torch_threads=ident["torch_threads"] + 1)]
+    paths = {achievable.cache_path(Path("c"), i, "quick") for i in (ident, *others)}
+    assert len(paths) == 3  # another torch or another thread count is another file, never a stale load
+
+
+def test_device_bench_uses_the_peaks_only_when_asked_and_the_suites_cases_by_default():
+    assert achievable.asked(None, device_bench=False)  # the suite's bench files: auto
+    assert not achievable.asked(None, device_bench=True)  # a user's device_bench test: nothing unless given
+    assert all(achievable.asked(mode, device_bench=True) for mode in ("auto", "search", "off"))
+
+
+DEVICE_BENCH_WITH_FLOPS = """
+import torch
+
+
+def test_matmul(device_bench):
+    a = torch.randn(64, 64)
+    device_bench(lambda: a @ a, flops=2 * 64**3, bytes=3 * 64 * 64 * 4, dtype=torch.float32)
+"""
+
+
+@pytest.mark.slow
+def test_a_device_bench_test_never_starts_a_search_unless_the_option_is_given(tmp_path):
+    from tests.test_plugin_guest import host, run
+
+    repo = host(tmp_path, test_mine=DEVICE_BENCH_WITH_FLOPS)
+    cache = tmp_path / "cache"
+
+    def bench(name: str, *args: str) -> dict:
+        out = tmp_path / f"{name}.json"
+        proc = run(repo, "--bench-device", "cpu", "--bench-dtypes", "float32", f"--bench-achievable-cache={cache}",
+                   f"--benchmark-json={out}", *args)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert ("achievable peaks: searching" in proc.stdout + proc.stderr) is bool(args)
+        return json.loads(out.read_text())
+
+    plain = bench("plain")
+    [entry] = plain["benchmarks"]
+    assert "pct_achievable" not in entry["extra_info"] and "achievable" not in plain["machine_info"]
+    assert entry["extra_info"]["tflops"] > 0 and not cache.exists()
+    asked = bench("asked", "--bench-achievable-peaks", "auto")
+    assert 0 < asked["benchmarks"][0]["extra_info"]["pct_achievable"] <= 100
+    assert asked["machine_info"]["achievable"]["source"] == "searched" and list(cache.glob("*.json"))
 
 
 def _result(case: Case, status: str = "ok") -> CaseResult:

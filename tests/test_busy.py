@@ -11,7 +11,7 @@ import pytest
 
 from reports.trace.events import read_trace
 from reports.trace.summary import summarize_trace
-from suites.observers.busy import busy_seconds_per_step
+from suites.observers.busy import NO_GPU_EVENTS, NoBusyTime, busy_fields, busy_seconds_per_step
 from tests.resultfiles import TRACES
 
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -29,7 +29,16 @@ def test_busy_time_is_the_median_of_the_steps(original_steps_s):
     busy = busy_seconds_per_step(TRACES / "ns_resolution_trace.json.gz")
     assert busy == pytest.approx(statistics.median(original_steps_s))
     assert 0.094 < busy < 0.095  # a V100 training step of about 95 ms of kernels
-    assert busy_seconds_per_step(TRACES / "cpu_only.json.gz") is None
+    assert busy_fields(TRACES / "ns_resolution_trace.json.gz") == {"device_busy_s": busy}
+
+
+def test_a_trace_without_gpu_events_says_why_busy_time_is_absent():
+    """A real trace in which CUPTI recorded no GPU work (a CPU-only profile, as a GPU run gives when CUPTI is
+    missing or refused): no busy time, and the field that says so, never silence."""
+    with pytest.raises(NoBusyTime, match="no GPU kernel, copy or memset events"):
+        busy_seconds_per_step(TRACES / "cpu_only.json.gz")
+    fields = busy_fields(TRACES / "cpu_only.json.gz")
+    assert fields == {"device_busy_error": NO_GPU_EVENTS} and "host_bound is not judged" in NO_GPU_EVENTS
 
 
 def _as_if_first_step_were_warm_up(source: Path, out: Path) -> Path:

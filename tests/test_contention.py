@@ -1,11 +1,23 @@
-"""Host contention per sample: the rule on known figures, and a real CPU-bound neighbour on the same CPU."""
+"""Host contention per sample: the rule on known figures, a real CPU-bound neighbour on the same CPU, the probe's
+files closed on every path, and its reads limited to the threads that move."""
 
+import contextlib
 import os
+import threading
+import time
 
 import pytest
 import torch
 
-from suites.core.contention import CONTENDED_SHARE, RUN_DELAY_SHARE, Contention, SampleLoad, pooled
+from suites.core.contention import (
+    CONTENDED_SHARE,
+    RESCAN_SAMPLES,
+    RUN_DELAY_SHARE,
+    Contention,
+    HostProbe,
+    SampleLoad,
+    pooled,
+)
 from suites.core.timing import StopRule, measure
 from tests.runs import start_python
 
@@ -60,3 +72,81 @@ def test_a_cpu_bound_neighbour_on_our_cpu_marks_the_case_contended():
     info = m.contention.info()
     assert m.contention.contended, info
     assert info["run_delay_share"] >= 0.3 and info["involuntary_switches_per_sample"] > 0, info
+
+
+needs_procfs = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads per-thread schedstat in procfs")
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _measure_failing_in_its_samples() -> None:
+    """A real measurement whose op fails after its two warm-up calls, inside the sampling loop (an OOM, a bad
+    kernel); the exception is dropped here, as a suite that records the case as an error drops it."""
+    calls = [0]
+
+    def op() -> None:
+        calls[0] += 1
+        if calls[0] > 2:
+            raise RuntimeError("the op failed in a sample")
+        time.sleep(0.002)
+
+    rule = StopRule(min_samples=5, min_time_s=0.0, target_rel_iqr=0.0, timeout_s=1.0, warmup_s=0.0)
+    with contextlib.suppress(RuntimeError):
+        measure(op, torch.device("cpu"), rule)
+    assert calls[0] == 3  # it did fail inside the sampling loop, with the probe's files open
+
+
+@needs_procfs
+def test_a_measurement_that_fails_while_sampling_leaves_no_file_open():
+    stop = threading.Event()
+    idle = [threading.Thread(target=stop.wait, daemon=True) for _ in range(8)]  # a many-thread process, small
+    for thread in idle:
+        thread.start()
+    try:
+        _measure_failing_in_its_samples()
+        before = open_descriptors()
+        for _ in range(20):
+            _measure_failing_in_its_samples()
+        assert open_descriptors() == before  # one per thread per failure leaked before: EMFILE on a big host
+    finally:
+        stop.set()
+
+
+@needs_procfs
+def test_a_sample_reads_only_the_threads_that_moved_and_a_thread_that_wakes_is_read_after_the_next_full_one():
+    stop, go, waiting = threading.Event(), threading.Event(), threading.Event()
+
+    def wakes_later() -> None:
+        waiting.set()
+        go.wait()
+        while not stop.wait(0.0005):
+            pass
+
+    threads = [threading.Thread(target=stop.wait, daemon=True) for _ in range(40)]
+    waker = threading.Thread(target=wakes_later, daemon=True)
+    for thread in [*threads, waker]:
+        thread.start()
+    waiting.wait()
+    time.sleep(0.1)  # until it sleeps in go.wait(): its start-up is no movement of the case's
+    probe = HostProbe()
+    try:
+        read = []
+        for sample in range(2 * RESCAN_SAMPLES + 2):
+            if sample == RESCAN_SAMPLES + 2:
+                go.set()
+            probe.begin()
+            time.sleep(0.001)  # a sample of a millisecond: the thread that woke runs in it
+            probe.end(kept=True)
+            read.append(probe.run_delay.threads_read)
+        assert min(len(r) for r in read[:RESCAN_SAMPLES + 1]) >= 42  # all, until two full readings tell who moves
+        assert len(read[RESCAN_SAMPLES + 1]) <= 5  # then the sleeping ones are skipped
+        assert threading.get_native_id() in read[RESCAN_SAMPLES + 1]  # never the thread taking the samples
+        assert waker.native_id not in read[RESCAN_SAMPLES + 1]
+        assert waker.native_id in read[2 * RESCAN_SAMPLES + 1]  # read again after the full sample that saw it move
+        assert all(load.run_delay_s is not None and load.run_delay_s >= 0 for load in probe.loads)
+    finally:
+        probe.close()
+        stop.set()
+        go.set()

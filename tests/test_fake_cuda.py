@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from suites.core import achievable, gemm, profiles
 from suites.core.cases import Unsupported
@@ -41,6 +42,31 @@ def test_the_float8_gemm_is_built_or_refused_as_torch_scaled_mm_rules_say(shape)
         else:  # recorded by the suite as unsupported with torch's reason (2.6 spells it "divisble"), not an error
             with pytest.raises(Unsupported, match=rf"^torch\._scaled_mm rejects {m}x{n}x{k}: .*divisi?ble by 16"):
                 gemm._fp8(m, n, k, CUDA, seeded=False)
+
+
+class Calls(TorchDispatchMode):
+    """Records the aten calls made under it, each with its arguments by name: what the gemm asks of the kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, dict]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        names = [argument.name for argument in func._schema.arguments]
+        self.calls.append((str(func), dict(zip(names, args, strict=False)) | dict(kwargs or {})))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_float8_gemm_asks_for_accurate_accumulation_as_its_cases_record():
+    with FakeTensorMode():
+        product = gemm._fp8(256, 256, 256, CUDA, seeded=False)
+        with Calls() as seen:
+            product.fn()
+    scaled = [kwargs for name, kwargs in seen.calls if name.startswith("aten._scaled_mm")]
+    # the dispatcher drops an argument equal to its default: absent is False here
+    assert len(scaled) == 1 and scaled[0].get("use_fast_accum", False) is False
+    assert matmul.accumulation_info("float8_e4m3fn") == {"fast_accum": False}  # what the case's extra_info says
+    assert matmul.accumulation_info("bfloat16") == {}
 
 
 def test_a_row_major_b_or_float64_scales_are_refused_as_on_the_gpu():

@@ -1,4 +1,5 @@
-"""Finding a CUDA device's NVML handle, on a model of NVML's lookups (no GPU or NVML here).
+"""Finding a CUDA device's NVML handle, on a model of NVML's lookups (no GPU or NVML here); and GPUs that NVML sees
+and torch cannot use, with this machine's real torch and NVML's answers of a GPU box given through `nvml.nvml`.
 
 The model answers as nvml.h documents: nvmlDeviceGetHandleByUUID knows GPUs by "GPU-<uuid>" and MIG instances by
 "MIG-<uuid>"; device-wide getters need the parent GPU's handle, which nvmlDeviceGetDeviceHandleFromMigDeviceHandle
@@ -10,8 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+import torch
+
 from suites.core import device as devices
 from suites.core import nvml, peaks
+from tests.runs import run_pytest_in_process
 
 GPU_UUID = "2f4a7d3c-1b0e-4c5d-9e8f-0a1b2c3d4e5f"
 MIG_UUID = "9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
@@ -116,3 +121,112 @@ def test_machine_info_of_a_mig_instance_names_its_gpu_and_what_the_nvml_figures_
     assert info["mig"] == {"instance_uuid": f"MIG-{MIG_UUID}", "parent_uuid": f"GPU-{GPU_UUID}",
                            "note": nvml.MIG_NOTE}
     assert "mig" not in _gpu(f"GPU-{GPU_UUID}", None).as_dict()
+
+
+# --- GPUs NVML sees and torch cannot use (issue 26, item 7) ------------------------------------------------------
+
+class DriverMachine:
+    """A box with one H200 under driver 570, which runs CUDA 12.8 at most: what NVML answers there, through the
+    getters `nvml.census` asks (pynvml's names and return types: the driver's version a str, the CUDA version an
+    int of 1000 x major + 10 x minor)."""
+
+    def __init__(self, count: int = 1, driver: str = "570.86.15", cuda: int = 12080) -> None:
+        self.count, self.driver, self.cuda = count, driver, cuda
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.count
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle:
+        return Handle(f"GPU-{index}")
+
+    def nvmlDeviceGetName(self, handle: Handle) -> str:
+        return "NVIDIA H200"
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        return self.cuda
+
+
+no_gpu_torch = pytest.mark.skipif(torch.cuda.is_available(), reason="torch uses a GPU here: the case is torch not")
+
+
+@pytest.fixture
+def gpu_box(monkeypatch):
+    """This machine's real torch (which sees no GPU), with NVML answering as on an H200 box under driver 570."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(nvml, "nvml", lambda: (DriverMachine(), None))
+
+
+def test_the_census_reports_what_nvml_sees(monkeypatch):
+    monkeypatch.setattr(nvml, "nvml", lambda: (DriverMachine(count=2), None))
+    assert nvml.census() == nvml.Census(2, ("NVIDIA H200", "NVIDIA H200"), "570.86.15", "12.8")
+    monkeypatch.setattr(nvml, "nvml", lambda: (None, "NVML Shared Library Not Found"))
+    assert nvml.census() is None
+
+
+@no_gpu_torch
+def test_without_a_gpu_auto_is_the_cpu_quietly():
+    # the real machine: torch sees no GPU, and NVML is absent or sees none
+    seen = nvml.census()
+    assert seen is None or seen.count == 0
+    assert devices.resolve("auto") == torch.device("cpu")
+
+
+@no_gpu_torch
+def test_gpus_that_torch_cannot_use_make_auto_and_cuda_an_error_naming_the_driver(gpu_box):
+    for option in ("auto", "cuda", "cuda:0"):
+        with pytest.raises(devices.DeviceError) as err:
+            devices.resolve(option, "--bench-device")
+        message = str(err.value)
+        assert len(message.splitlines()) == 1
+        assert message.startswith(f"--bench-device {option}: NVML sees 1 GPU (NVIDIA H200) with driver 570.86.15, "
+                                  "which runs CUDA 12.8 at most")
+        wheel = torch.version.cuda
+        assert ("CPU-only build" if wheel is None else f"CUDA {wheel}") in message
+        assert message.endswith("`--bench-device cpu` measures this machine's CPU instead")
+
+
+@no_gpu_torch
+def test_an_explicit_cpu_or_gpus_hidden_on_purpose_run_on_the_cpu(gpu_box, monkeypatch):
+    assert devices.resolve("cpu") == torch.device("cpu")
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert devices.resolve("auto") == torch.device("cpu")
+
+
+def test_the_reason_names_the_cuda_the_wheel_needs_or_what_else_failed():
+    seen = nvml.Census(8, ("NVIDIA H200",) * 8, "570.86.15", "12.8")
+    cuda13 = devices.why_unusable(seen, "2.11.0+cu130", "13.0")
+    assert cuda13 == ("NVML sees 8 GPUs (NVIDIA H200) with driver 570.86.15, which runs CUDA 12.8 at most, but "
+                      "torch 2.11.0+cu130 cannot use them: this wheel is built for CUDA 13.0, which needs driver 580 "
+                      "or newer; update the driver, or install a torch wheel built for CUDA 12.8 or older")
+    fits = devices.why_unusable(seen, "2.11.0+cu126", "12.6")
+    assert "should run on this driver" in fits and "/dev/nvidia*" in fits
+    assert "CPU-only build" in devices.why_unusable(seen, "2.13.0+cpu", None)
+    unknown = devices.why_unusable(nvml.Census(1, (), None, None), "2.11.0+cu130", "13.0")
+    assert unknown.startswith("NVML sees 1 GPU with driver of unknown version, but torch")
+
+
+@no_gpu_torch
+def test_gpu_check_refuses_to_plan_or_run_the_cpu_on_a_gpu_box_unless_told(gpu_box, tmp_path, capsys):
+    from suites.checks import gpu_check
+
+    for args in (["--plan"], ["--plan", "--device", "auto"], ["--device", "cuda", "--out", str(tmp_path / "o")]):
+        assert gpu_check.main(args) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "NVML sees 1 GPU (NVIDIA H200)" in err, err
+    assert gpu_check.main(["--plan", "--device", "cpu"]) == 0
+    assert not (tmp_path / "o").exists()
+
+
+@no_gpu_torch
+def test_a_bench_run_on_auto_stops_in_one_line_before_its_first_case(gpu_box):
+    proc = run_pytest_in_process("bench/test_matmul.py", "-k", "square and 256x256x256 and float32 and not cold",
+                                 "--benchmark-only")
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "NVML sees" in line]
+    assert len(errors) == 1 and "driver 570.86.15" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "passed" not in proc.stdout

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,7 +21,10 @@ from suites.core.cases import Case
 from suites.core.precision import float32_mode
 from suites.core.profiles import CROSSCHECK, NAMES
 from suites.core.timing import StopRule, measure
+from suites.observers.telemetry import TelemetryExtension, TelemetryUnavailable
 from suites.ops import matmul
+
+CLOCK_INTERVAL_MS = 10.0  # NVML's SM clock sampled this often while a timer runs (do_bench's window is ~0.2 s)
 
 
 def ours_vs_torch_benchmark(case: Case, device: torch.device, rule: StopRule = CROSSCHECK,
@@ -40,19 +46,87 @@ def ours_vs_torch_benchmark(case: Case, device: torch.device, rule: StopRule = C
     return {"case": case.id, "ours_s": ours_s, "torch_utils_benchmark_s": theirs_s, "ratio": ours_s / theirs_s}
 
 
+@dataclass(frozen=True)
+class Clocked:
+    """A median per call and the SM clock the GPU ran at meanwhile (NVML's median over the window), or why that
+    clock is unknown (no NVML, a CPU)."""
+
+    seconds: float
+    sm_clock_mhz: float | None
+    clock_reason: str | None = None
+
+
+def clocked(device: torch.device, case: Case, timed: Callable[[], float]) -> Clocked:
+    """`timed()` (a median in seconds) with NVML's SM clock sampled around it, as a benchmark run samples a case."""
+    telemetry = TelemetryExtension(device, CLOCK_INTERVAL_MS)
+    with warnings.catch_warnings():  # the reason is kept in the result, not warned
+        warnings.simplefilter("ignore", TelemetryUnavailable)
+        with telemetry.around(case, device) as fields:
+            seconds = timed()
+    clock = fields.get("telemetry", {}).get("sm_clock_median_mhz")
+    reason = None if clock else telemetry.machine_info().get("reason") or "NVML gave no SM clock samples"
+    return Clocked(seconds, clock, reason)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Our median against a peer's, in time and, where both SM clocks are known, in GPU cycles (time x clock).
+
+    Why cycles: our samples are held, synchronized and spaced, so the GPU works a smaller share of the time than
+    in do_bench's dense loop, and under a power cap it clocks higher; a compute-bound kernel's time scales with
+    1/clock, so the two timers can differ by the clock ratio while counting the same cycles. Agreement in time
+    passes; outside the tolerance in time but within it in cycles passes and says that the clocks differed; a
+    difference in cycles, or in time with a clock unknown, fails."""
+
+    ours: Clocked
+    theirs: Clocked
+    tolerance: float
+
+    @property
+    def ratio(self) -> float:
+        return self.ours.seconds / self.theirs.seconds
+
+    @property
+    def cycles_ratio(self) -> float | None:
+        if not (self.ours.sm_clock_mhz and self.theirs.sm_clock_mhz):
+            return None
+        return self.ratio * self.ours.sm_clock_mhz / self.theirs.sm_clock_mhz
+
+    @property
+    def ok(self) -> bool:
+        cycles = self.cycles_ratio
+        return abs(self.ratio - 1) <= self.tolerance or (cycles is not None and abs(cycles - 1) <= self.tolerance)
+
+    def text(self, peer: str) -> str:
+        """`ratio 0.962 (ours 1.23 ms at 1980 MHz, do_bench 1.28 ms at 1905 MHz); in cycles 0.999: ...`"""
+        def side(name: str, c: Clocked) -> str:
+            return f"{name} {c.seconds * 1e6:.1f} us" + (f" at {c.sm_clock_mhz:.0f} MHz" if c.sm_clock_mhz else "")
+
+        out = f"ratio {self.ratio:.3f} ({side('ours', self.ours)}, {side(peer, self.theirs)})"
+        cycles = self.cycles_ratio
+        if cycles is None:
+            reason = self.ours.clock_reason or self.theirs.clock_reason
+            return out + f"; SM clocks not read ({reason})"
+        out += f"; in cycles {cycles:.3f}"
+        if abs(self.ratio - 1) > self.tolerance and abs(cycles - 1) <= self.tolerance:
+            out += (f": the timers agree, the GPU ran at other clocks ({peer}'s dense loop against our spaced "
+                    "samples, under the power cap)")
+        return out
+
+
 def ours_vs_do_bench(case: Case, device: torch.device, rule: StopRule = CROSSCHECK) -> dict:
-    """Median per call from our core and from triton.testing.do_bench. do_bench flushes L2 before every call,
-    so ours is taken cold too (and hot, for the record)."""
+    """Median per call from our core and from triton.testing.do_bench, each with the SM clock it ran at.
+    do_bench flushes L2 before every call, so ours is taken cold too (and hot, for the record)."""
     import triton.testing
 
     with float32_mode(case.tf32):
         fn = case.build(device).fn
-        cold = measure(fn, device, rule, cold=True)
+        cold = clocked(device, case, lambda: measure(fn, device, rule, cold=True).median_s)
         hot = measure(fn, device, rule)
-        theirs_ms = triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
-    return {"case": case.id, "ours_cold_s": cold.median_s, "ours_hot_s": hot.median_s,
-            "do_bench_s": theirs_ms / 1e3, "ratio": cold.median_s / (theirs_ms / 1e3),
-            "tflops": case.flops / cold.median_s / 1e12}
+        theirs = clocked(device, case, lambda: triton.testing.do_bench(fn, warmup=25, rep=200,
+                                                                       return_mode="median") / 1e3)
+    return {"case": case.id, "ours_cold": cold, "ours_hot_s": hot.median_s, "do_bench": theirs,
+            "ratio": cold.seconds / theirs.seconds, "tflops": case.flops / cold.seconds / 1e12}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,9 +2,11 @@
 
 The steps (suites/checks/steps.py) run in order of value to a user of the box, each in a subprocess of its own
 (a pytest run of a bench file measured exactly as the main job measures it, a probe function, or a tool) with
-its own timeout, never longer than what is left of `--budget-s`. Before anything runs, the plan is made from the
-steps' estimates: a budget in which no step fits is an error, and `--plan` prints the plan and runs nothing. A
-step whose estimate no longer fits when its turn comes is skipped with that reason, so the command ends inside
+its own timeout, never longer than what is left of `--budget-s`. Before anything runs, the plan is made from what
+each step is expected to take: its wall time measured by an earlier run on this device identity where there is
+one (suites/checks/step_times.py, updated after every step), else its reasoned estimate. A budget in which no step
+fits is an error, and `--plan` prints the plan, with which figures are measured and which reasoned, and runs
+nothing. A step that no longer fits when its turn comes is skipped with that reason, so the command ends inside
 its budget. A pytest step that runs out of time is sent SIGTERM first, so the cases it finished are written;
 stopping the check itself (SIGTERM, SIGHUP, Ctrl-C) stops the running step the same way before the check ends,
 and on Linux a step also ends when the check is killed outright (suites/core/children.py). A step of more than
@@ -39,11 +41,16 @@ from tabulate import tabulate
 from reports import strict_json
 from reports.errors import InputError
 from reports.load import output_dir
+from suites.checks import step_times
 from suites.checks.bounded import TERM_GRACE_S, Finished, run_bounded
 from suites.checks.rows import ROW_PREFIX, Row
+from suites.checks.step_times import Measured, StepTimes, plan_key
 from suites.checks.steps import PROFILE, STEP_NAMES, STEPS, CheckStep, Reader, StepPlan
 
-DEFAULT_BUDGET_S = 600.0  # the steps' estimates add up to about 570 s on CUDA (`--plan --device cuda`)
+# The CUDA steps' reasoned estimates add up to about 700 s (`--plan --device cuda`): every step is scheduled with
+# more than the 15 % spare the plan is held to (SPARE_SHARE, tests/test_gpu_check.py).
+DEFAULT_BUDGET_S = 900.0
+SPARE_SHARE = 0.15
 MAX_BUDGET_S = 24 * 3600.0  # longer is a typo (milliseconds?), not a check
 READ_MARGIN_S = 5.0  # kept back from each step's timeout for reading its files and printing
 PROGRESS_S = 30.0
@@ -73,59 +80,94 @@ def load_function(name: str) -> Callable:
     return getattr(importlib.import_module(module), function)
 
 
-def skip_reason(step: CheckStep, device_type: str, left_s: float, only: set[str] | None) -> str | None:
-    """Why a step does not run now, or None when it does."""
+def expected_s(step: CheckStep, device_type: str, times: StepTimes | None) -> tuple[float, Measured | None]:
+    """What a step is expected to take here: its measured wall time on this device identity where an earlier run
+    kept one for the same plan, else its reasoned estimate (then None beside it)."""
+    plan_ = step.plans[device_type]
+    measured = times.measured(step.name, plan_key(plan_, PROFILE[device_type])) if times is not None else None
+    return (measured.seconds, measured) if measured is not None else (plan_.estimate.seconds, None)
+
+
+def skip_reason(step: CheckStep, device_type: str, left_s: float, only: set[str] | None,
+                seconds: float | None = None) -> str | None:
+    """Why a step does not run now, or None when it does (`seconds`: what it is expected to take, by default its
+    reasoned estimate)."""
     if only is not None and step.name not in only:
         return "not in --only"
-    plan = step.plans.get(device_type)
-    if plan is None:
+    plan_ = step.plans.get(device_type)
+    if plan_ is None:
         return f"needs a {' or '.join(step.plans)} device; this run measures {device_type}"
+    need = plan_.estimate.seconds if seconds is None else seconds
     usable = left_s - READ_MARGIN_S - TERM_GRACE_S
-    if plan.estimate.seconds > usable:
-        return f"over budget: needs about {plan.estimate.seconds:.0f} s, {max(usable, 0):.0f} s usable left"
+    if need > usable:
+        return f"over budget: needs about {need:.0f} s, {max(usable, 0):.0f} s usable left"
     return None
 
 
-def step_timeout(plan: StepPlan, left_s: float) -> float:
-    """A step's own limit: twice its estimate and half a minute, and never past what the budget has left (less
-    the time a stopped pytest needs to write its file and the rows need to be read)."""
-    return min(2 * plan.estimate.seconds + 30, left_s - READ_MARGIN_S - TERM_GRACE_S)
+def step_timeout(seconds: float, left_s: float) -> float:
+    """A step's own limit: twice what it is expected to take and half a minute, and never past what the budget has
+    left (less the time a stopped pytest needs to write its file and the rows need to be read)."""
+    return min(2 * seconds + 30, left_s - READ_MARGIN_S - TERM_GRACE_S)
 
 
 @dataclass
 class Planned:
-    """A step's place in the plan: when it would start if every step before took its estimate, or why not."""
+    """A step's place in the plan: what it is expected to take (measured here before, or reasoned), when it would
+    start if every step before took what it is expected to, or why it does not run."""
 
     step: CheckStep
     start_s: float
     skipped: str | None
+    seconds: float = 0.0
+    measured: Measured | None = None
 
 
-def plan(device_type: str, budget_s: float, only: set[str] | None) -> list[Planned]:
-    """The schedule the estimates give: each step that fits starts when the ones before it would end."""
+def plan(device_type: str, budget_s: float, only: set[str] | None, times: StepTimes | None = None) -> list[Planned]:
+    """The schedule the expected times give: each step that fits starts when the ones before it would end."""
     planned, clock = [], 0.0
     for step in STEPS:
-        reason = skip_reason(step, device_type, budget_s - clock, only)
-        planned.append(Planned(step, clock, reason))
+        seconds, measured = expected_s(step, device_type, times) if device_type in step.plans else (0.0, None)
+        reason = skip_reason(step, device_type, budget_s - clock, only, seconds)
+        planned.append(Planned(step, clock, reason, seconds, measured))
         if reason is None:
-            clock += step.plans[device_type].estimate.seconds
+            clock += seconds
     return planned
 
 
-def plan_table(planned: list[Planned], device_type: str, budget_s: float) -> str:
-    """--plan's output: every step with its estimate, what the estimate rests on, and whether it is scheduled."""
+def budget_for_all(planned: list[Planned], device_type: str) -> float:
+    """The budget, in tens of seconds, that schedules every step of this device with SPARE_SHARE to spare."""
+    total = sum(p.seconds for p in planned if device_type in p.step.plans and p.skipped != "not in --only")
+    return 10 * math.ceil(total / (1 - SPARE_SHARE) / 10)
+
+
+def plan_table(planned: list[Planned], device_type: str, budget_s: float, learned: str) -> str:
+    """--plan's output: every step with what it is expected to take, whether that was measured on this device or
+    reasoned (and what it rests on), and whether it is scheduled; then the total, the spare share and what the
+    budget leaves out. `learned` says where the measured times come from, or why there are none."""
     rows = []
     for p in planned:
-        est = p.step.plans.get(device_type)
+        plan_ = p.step.plans.get(device_type)
+        reasoned = f"{plan_.estimate.parts()}: {plan_.estimate.rests_on}" if plan_ else ""
+        rests_on = (f"{p.measured.text()}; reasoned {plan_.estimate.seconds:.0f} s: {reasoned}" if p.measured
+                    else reasoned)
         rows.append({"step": p.step.name, "at s": f"{p.start_s:.0f}" if p.skipped is None else "",
-                     "est. s": f"{est.estimate.seconds:.0f}" if est else "",
-                     "schedule": p.skipped or "scheduled", "shows": p.step.shows,
-                     "the estimate rests on": f"{est.estimate.parts()}: {est.estimate.rests_on}" if est else ""})
+                     "exp. s": f"{p.seconds:.0f}" if plan_ else "",
+                     "from": ("measured" if p.measured else "reasoned") if plan_ else "",
+                     "schedule": p.skipped or "scheduled", "shows": p.step.shows, "what it rests on": rests_on})
     scheduled = [p for p in planned if p.skipped is None]
-    total = sum(p.step.plans[device_type].estimate.seconds for p in scheduled)
-    return (tabulate(rows, headers="keys", tablefmt="github", maxcolwidths=[None, None, None, 24, 40, 60])
-            + f"\n\n{len(scheduled)} of {len(planned)} steps scheduled on {device_type} ({PROFILE[device_type]} "
-            f"profile), about {total:.0f} s of a {budget_s:.0f} s budget")
+    total = sum(p.seconds for p in scheduled)
+    measured = sum(p.measured is not None for p in scheduled)
+    lines = [tabulate(rows, headers="keys", tablefmt="github", maxcolwidths=[None, None, None, None, 24, 40, 60]),
+             "", f"{len(scheduled)} of {len(planned)} steps scheduled on {device_type} ({PROFILE[device_type]} "
+             f"profile), about {total:.0f} s of a {budget_s:.0f} s budget ({100 * (1 - total / budget_s):.0f} % "
+             f"spare); {measured} of them expected from times measured on this device, {len(scheduled) - measured} "
+             f"reasoned. {learned}"]
+    left_out = [p for p in planned if p.skipped and p.skipped.startswith("over budget")]
+    if left_out:
+        lines.append(f"Left out for time: {', '.join(f'{p.step.name} ({p.seconds:.0f} s)' for p in left_out)}; "
+                     f"--budget-s {budget_for_all(planned, device_type):.0f} schedules every step with "
+                     f"{SPARE_SHARE:.0%} spare.")
+    return "\n".join(lines)
 
 
 def clean(step: CheckStep, out: Path) -> None:
@@ -163,6 +205,7 @@ class StepRun:
     timeout_s: float
     progress: Callable[[float, str], None]
     progress_s: float
+    expected_s: float  # what the plan expected it to take (measured here before, or reasoned)
 
     def command(self) -> list[str]:
         """The step's subprocess: pytest on its bench selection, the probe runner, or its tool."""
@@ -184,12 +227,12 @@ class StepRun:
 
 def process_rows(run: StepRun, finished: Finished) -> list[Row]:
     """The rows the subprocess gave: a probe's printed rows, and one row saying how the process went."""
-    name, estimate = run.step.name, run.plan.estimate.seconds
+    name = run.step.name
     rows = [Row(**json.loads(line[len(ROW_PREFIX):])) for line in finished.output.splitlines()
             if line.startswith(ROW_PREFIX)]
     for row in rows:
         row.source = row.source or f"probe {run.plan.probe}"
-    took = f"{finished.seconds:.0f} s of an estimated {estimate:.0f} s"
+    took = f"{finished.seconds:.0f} s of an expected {run.expected_s:.0f} s"
     if run.plan.pytest_args:
         value = f"{took}, {_pytest_summary(finished.output)} ({_outcome(finished, run.timeout_s)})"
         return [*rows, Row(f"pytest {name}", "wall time, result", value, "exit 0", finished.returncode == 0,
@@ -211,9 +254,8 @@ def reader_rows(reader: Reader, out: Path, step: str) -> list[Row]:
         return [Row(reader.rows, "error", f"{type(exc).__name__}: {exc}"[:200], "", False, source=reader.rows)]
 
 
-def run_step(run: StepRun) -> Iterator[Row]:
-    clean(run.step, run.out)
-    yield from process_rows(run, run.run())
+def read_rows(run: StepRun) -> Iterator[Row]:
+    """The rows of the step's readers, from the files it wrote."""
     for reader in run.plan.readers:
         yield from reader_rows(reader, run.out, run.step.name)
 
@@ -244,30 +286,49 @@ class Report:
 @dataclass
 class Options:
     """A run's checked options: the absolute --out folder, the device string the steps get, the budget, the
-    steps of --only (None: all) and the progress interval."""
+    steps of --only (None: all), the progress interval, and the step times learned on this device (updated as
+    the steps end)."""
 
     out: Path
     device: str
     budget_s: float
     only: set[str] | None
     progress_s: float
+    times: StepTimes
+
+
+def learn(times: StepTimes, run: StepRun, finished: Finished) -> None:
+    """Keep a step's wall time for the next plan on this device when it ended on its own (one stopped at its
+    limit says only "at least"); a cache that cannot be written costs a warning, not the check."""
+    if finished.returncode is None:
+        return
+    times.record(run.step.name, plan_key(run.plan, PROFILE[run.device.split(":")[0]]), finished.seconds,
+                 f"exit {finished.returncode}")
+    try:
+        times.save()
+    except OSError as exc:
+        print(f"warning: step times not kept ({times.path}: {exc.strerror or exc})", file=sys.stderr, flush=True)
 
 
 def check(options: Options, clock: Callable[[], float]) -> list[Row]:
-    """Run every step that fits, in order; return all rows (printed and saved as they came)."""
+    """Run every step that fits, in order, each expected to take what it took here before (or its reasoned
+    estimate); keep each step's wall time for the next plan; return all rows (printed and saved as they came)."""
     report = Report(options.out, clock)
     device_type = options.device.split(":")[0]
     for step in STEPS:
         left = options.budget_s - clock()
-        reason = skip_reason(step, device_type, left, options.only)
+        seconds = expected_s(step, device_type, options.times)[0] if device_type in step.plans else 0.0
+        reason = skip_reason(step, device_type, left, options.only, seconds)
         if reason is not None:
             report.emit(Row(step.name, "skipped", reason, "", None, step.name, "plan"))
             continue
-        plan_ = step.plans[device_type]
-        timeout = step_timeout(plan_, left)
-        run = StepRun(step, plan_, options.out, options.device, timeout, report.progress(step.name, timeout),
-                      options.progress_s)
-        for row in run_step(run):
+        timeout = step_timeout(seconds, left)
+        run = StepRun(step, step.plans[device_type], options.out, options.device, timeout,
+                      report.progress(step.name, timeout), options.progress_s, seconds)
+        clean(run.step, run.out)
+        finished = run.run()
+        learn(options.times, run, finished)
+        for row in [*process_rows(run, finished), *read_rows(run)]:
             row.step = step.name
             report.emit(row)
     return report.rows
@@ -275,21 +336,15 @@ def check(options: Options, clock: Callable[[], float]) -> list[Row]:
 
 def parent_device(option: str) -> str:
     """The device the steps measure, decided without a CUDA context in this process (the steps make their own):
-    `auto` is `cuda` when torch sees a GPU, else `cpu`."""
-    if option == "cpu":
-        return option
-    cuda = _CUDA.fullmatch(option)
-    if option != "auto" and cuda is None:
-        raise UsageError(f"--device {option}: expected auto, cpu, cuda or cuda:N")
-    import torch
+    `auto` is `cuda` when torch sees a GPU, else `cpu`; GPUs that NVML sees and torch cannot use are an error
+    (suites.core.device.resolve), never a quiet CPU plan on a GPU box."""
+    from suites.core import device as devices  # torch: only once a device is decided
 
-    if not torch.cuda.is_available():
-        if option == "auto":
-            return "cpu"
-        raise UsageError(f"--device {option}: no CUDA device is available here (torch {torch.__version__})")
-    if cuda and cuda.group(1) and int(cuda.group(1)) >= torch.cuda.device_count():
-        raise UsageError(f"--device {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return "cuda" if option == "auto" else option
+    try:
+        device = devices.resolve(option, "--device")
+    except devices.DeviceError as exc:
+        raise UsageError(str(exc)) from None
+    return device.type if option == "auto" else option
 
 
 def plan_device(option: str) -> str:
@@ -297,6 +352,30 @@ def plan_device(option: str) -> str:
     if option == "cpu" or _CUDA.fullmatch(option):
         return option.split(":")[0]
     return parent_device(option).split(":")[0]
+
+
+def identity(device: str) -> dict | None:
+    """The device's identity as its results record it (`machine_info.identity`), which keys its learned step
+    times; None for a CUDA device this machine does not have (a GPU's plan looked at from a CPU box). Asked
+    without a CUDA context: device properties and NVML, as the steps' own machine_info asks them."""
+    from suites.core import device as devices
+
+    try:
+        return devices.identity(devices.resolve(device, "--device"))
+    except devices.DeviceError:
+        return None
+
+
+def learned_times(device: str, directory: Path) -> tuple[StepTimes | None, str]:
+    """This device's learned step times and a line saying where they are (or why there are none); a file that
+    cannot be used is a warning on stderr, and no times."""
+    found = identity(device)
+    if found is None:
+        return None, f"No measured times: this machine has no {device} device to identify."
+    times, warning = StepTimes.load(directory, found)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
+    return times, f"Measured times of this device are kept in {times.path}."
 
 
 def parse_only(text: str | None) -> set[str] | None:
@@ -326,8 +405,7 @@ def nothing_fits(planned: list[Planned], device_type: str, budget_s: float) -> s
     """Why a budget is an error: no step it would run (every one skipped for time, device or --only)."""
     if any(p.skipped is None for p in planned):
         return None
-    candidates = [p.step.plans[device_type].estimate.seconds for p in planned
-                  if device_type in p.step.plans and p.skipped != "not in --only"]
+    candidates = [p.seconds for p in planned if device_type in p.step.plans and p.skipped != "not in --only"]
     if not candidates:
         return "no step selected runs on this device"
     need = min(candidates) + READ_MARGIN_S + TERM_GRACE_S
@@ -342,7 +420,10 @@ def parser() -> argparse.ArgumentParser:
                    help=f"seconds the whole check may take (default {DEFAULT_BUDGET_S:g}, at most {MAX_BUDGET_S:g})")
     p.add_argument("--only", help=f"comma-separated steps to run (default: all): {', '.join(STEP_NAMES)}")
     p.add_argument("--plan", action="store_true",
-                   help="print the schedule for this budget and device (with what each estimate rests on); run nothing")
+                   help="print the schedule for this budget and device (which expected times were measured on this "
+                   "device and which reasoned, and what they rest on); run nothing")
+    p.add_argument("--times-cache", type=Path, default=step_times.default_dir(),
+                   help="directory of the step times learned per device identity (default: %(default)s)")
     p.add_argument("--progress-s", type=float, default=PROGRESS_S,
                    help=f"a running step prints a progress line this often (default {PROGRESS_S:g} s)")
     return p
@@ -360,7 +441,8 @@ def run_check(options: Options) -> int:
     failed = sum(r.ok is False for r in rows)
     skipped = sum(r.figure == "skipped" and r.value.startswith("over budget") for r in rows)
     print(f"\n{len(rows)} rows, {failed} failed, {skipped} steps skipped for time, in {time.perf_counter() - start:.0f}"
-          f" s of a {options.budget_s:.0f} s budget; rows in {options.out / 'rows.jsonl'}")
+          f" s of a {options.budget_s:.0f} s budget; rows in {options.out / 'rows.jsonl'}; step times for the next "
+          f"plan on this device in {options.times.path}")
     return 1 if failed else 0
 
 
@@ -371,14 +453,17 @@ def options(args: argparse.Namespace) -> Options:
     checkout()
     device = parent_device(args.device)
     device_type = device.split(":")[0]
-    if reason := nothing_fits(plan(device_type, budget_s, only), device_type, budget_s):
+    times, why_none = learned_times(device, args.times_cache)
+    if times is None:  # parent_device resolved it, so it has an identity; kept for what resolve may change
+        raise UsageError(f"--device {device}: {why_none}")
+    if reason := nothing_fits(plan(device_type, budget_s, only, times), device_type, budget_s):
         raise UsageError(reason)
     try:
         out = output_dir(Path(args.out).resolve())
         (out / "rows.jsonl").touch()
     except OSError as exc:
         raise InputError(f"{args.out}: {exc.strerror or exc}") from None
-    return Options(out, device, budget_s, only, progress_s)
+    return Options(out, device, budget_s, only, progress_s, times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,7 +479,8 @@ def checked_main(args: argparse.Namespace) -> int:
         if args.plan:
             budget_s, only = parse_budget(args.budget_s), parse_only(args.only)
             device_type = plan_device(args.device)
-            print(plan_table(plan(device_type, budget_s, only), device_type, budget_s))
+            times, learned = learned_times(device_type if args.device == "auto" else args.device, args.times_cache)
+            print(plan_table(plan(device_type, budget_s, only, times), device_type, budget_s, learned))
             return 0
         checked = options(args)
     except UsageError as exc:

@@ -24,8 +24,13 @@ lower every later gemm's figure. The raised copies are kept under `kinds` in mac
 figure is above the device's datasheet peak (`tflops_above_peak`, set by the runner) raises no roof at all: its
 FLOP model counts more than the kernel did.
 
-The result is kept in a JSON file keyed by the machine's identity (device, driver, torch build, threads), so a
-later run on the same machine loads it instead of searching again.
+The result is kept in a JSON file keyed by the machine's identity (device, driver, torch build, the run's torch
+threads), so a later run on the same machine loads it instead of searching again. Nothing here is silent: a
+search says what it searches and how long it may take before it starts, a loaded file says where it came from,
+when it was searched and what its roofs are, and a case that beats a roof says so on the terminal as well as in
+its record (a loaded roof can be stale: another load on the machine, another clock). The suite's own bench files
+search or load the peaks by default (`auto`); a `device_bench` test in a user's repository never starts a search
+unless `--bench-achievable-peaks` is given (`asked`): a test of its own must not wait a minute for peaks.
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ class Peaks:
     source: str = ""  # `searched` or the file it was loaded from
     searched_at: str = ""
     kinds: dict[str, dict[str, Found]] = field(default_factory=dict)  # kind -> roof name -> its own copy
+    # where a raised roof is said as it happens (a run's terminal); not part of the record
+    log: Callable[[str], None] = field(default=lambda _: None, repr=False, compare=False)
 
     def as_dict(self) -> dict:
         raised = {kind: {name: asdict(found) for name, found in roofs.items() if found.raised_by}
@@ -147,6 +154,10 @@ class Peaks:
         note = (f"{attained / attainable:.3g}x the achievable {kind} {name} roof, which it raises for the rest of "
                 f"the run (other kinds' roofs stay): a shape the search did not try, noise in the search, or a "
                 f"model counting more work than the kernel did")
+        self.log(f"achievable: {case.id} ran at {attained / attainable:.3g}x the {kind} {name} roof ({self.source}"
+                 f"{', searched ' + self.searched_at if self.searched_at else ''}); the roof is raised to it for the "
+                 "rest of the run" + (", and `--bench-achievable-peaks search` searches again"
+                                      if self.source.startswith("loaded") else ""))
         return {"pct_achievable": 100.0, "above_achievable": True, "notes": [*notes, note]}
 
 
@@ -273,12 +284,13 @@ def search_bandwidth(device: torch.device, plan: SearchPlan, clock: Callable[[],
 
 def identity(device: torch.device) -> dict:
     """What makes two runs the same machine for the cache: the machine identity the results carry (the GPU's UUID,
-    so two boxes of one GPU model never share peaks, or the CPU model and threads; driver, CUDA, torch), and on a
-    CPU the cores and the instruction set torch's kernels use."""
-    info = devices.identity(device) | {"device_type": device.type}
+    so two boxes of one GPU model never share peaks, or the CPU model; driver, CUDA, torch's version), the threads
+    torch runs with in this process (a run under OMP_NUM_THREADS=1 is another machine for a CPU gemm, and on a GPU
+    another host side), and on a CPU the cores and the instruction set torch's kernels use."""
+    info = devices.identity(device) | {"device_type": device.type, "torch_threads": torch.get_num_threads()}
     if device.type != "cuda":
         cpu = devices.cpu_info()
-        info |= {key: cpu[key] for key in ("usable_cores", "torch_threads", "capability")}
+        info |= {key: cpu[key] for key in ("usable_cores", "capability")}
     return info
 
 
@@ -334,7 +346,8 @@ def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
                   searched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     log(f"achievable peaks: searching {', '.join(names)} and the bandwidth on {device} ({profile} plan) in "
         f"{total:g} s ({plan.gemm_budget_s:g} s per dtype, {plan.bandwidth_budget_s:g} s bandwidth, each part "
-        "over by at most its last shape); once per machine, then loaded from the cache")
+        "over by at most its last shape) before the next case; once per machine identity (device, driver, torch, "
+        "threads), then loaded from the cache; --bench-achievable-peaks off skips it")
     for dtype in names:
         left = total - (clock() - start) - min(plan.bandwidth_budget_s, total / (len(names) + 1))
         if left <= 0:
@@ -375,14 +388,33 @@ def obtain(device: torch.device, profile: str, directory: Path, refresh: bool = 
     cached = None if refresh else load(directory, ident, profile)
     wanted = set(dtypes or DTYPES)
     if cached is not None and wanted <= set(cached.flops) | answered(cached.missing):
-        log(f"achievable peaks: {cached.source} (searched {cached.searched_at})")
+        log(f"achievable peaks: {cached.source} (searched {cached.searched_at} with torch {ident.get('torch')}, "
+            f"{ident['torch_threads']} threads): {roofs_text(cached)}; --bench-achievable-peaks search searches "
+            "again")
+        cached.log = log
         return cached
     peaks = search(device, profile, dtypes, log)
+    peaks.log = log
     try:
         log(f"achievable peaks: cached in {save(peaks, directory)}")
     except OSError as exc:
         log(f"achievable peaks not cached ({exc}); the next run searches again")
     return peaks
+
+
+def roofs_text(peaks: Peaks) -> str:
+    """`float32 0.0198 TFLOP/s, bandwidth 8.57 GB/s`: the roofs a run divides by, for the line that loads them."""
+    parts = [f"{dtype} {found.value / 1e12:.4g} TFLOP/s" for dtype, found in peaks.flops.items()]
+    if peaks.bandwidth is not None:
+        parts.append(f"bandwidth {peaks.bandwidth.value / 1e9:.4g} GB/s")
+    return ", ".join(parts) or "no roofs"
+
+
+def asked(option: str | None, device_bench: bool) -> bool:
+    """Whether a case may use (load, or search for) the achievable peaks: always when --bench-achievable-peaks was
+    given (`off` then says so in machine_info), else for the suite's own cases (`auto`) and never for a
+    `device_bench` test, which would otherwise wait for a search it did not ask for."""
+    return option is not None or not device_bench
 
 
 def answered(missing: dict[str, str]) -> set[str]:

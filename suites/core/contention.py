@@ -7,8 +7,9 @@ built on those samples says "slower" about the machine, not the code, so every s
 timed window, and the case records how many were touched.
 
 Per sample (a `SampleLoad`): its wall time; the process's CPU time (all threads, `time.process_time`); its
-involuntary context switches (`resource.getrusage`); and, on Linux, the run delay of every thread of the process
-(the time it was runnable but not running, from `/proc/self/task/*/schedstat`), the direct measure of contention.
+involuntary context switches (`resource.getrusage`); and, on Linux, the run delay of the process's threads that
+move (the time each was runnable but not running, from `/proc/self/task/*/schedstat`; see `RunDelay` for which
+threads a sample reads), the direct measure of contention.
 A sample is contended when its threads waited for a CPU for at least `RUN_DELAY_SHARE` of its wall time; where
 the run delay cannot be read (no procfs), when it was preempted at all (an involuntary switch). A case is
 `contended` when at least `CONTENDED_SHARE` of its samples are. The 1-minute load average, the threads torch
@@ -18,9 +19,13 @@ by a minute, so it does not decide.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,34 +61,102 @@ class SampleLoad:
         return self.involuntary > 0
 
 
+# Every this many samples all threads are read again, so that a thread that starts working mid-case (a pool
+# thread woken, a loader) is counted from then on; between such samples only the threads that moved are read.
+RESCAN_SAMPLES = 32
+
+
+def _close(fds: dict[str, int]) -> None:
+    for fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+
+
 class RunDelay:
-    """The summed run delay of the process's threads, read from files opened once (a read then costs a few
-    microseconds per thread; opening them per sample would cost a hundred or more)."""
+    """The summed run delay of the process's threads during a sample, read from files opened once (a read then
+    costs a microsecond or two per thread; opening them per sample would cost a hundred or more).
+
+    Most threads of a GPU process sleep through a case (torch's intra-op pool on a GPU case, CUDA's and NVML's
+    helpers); reading all of them twice per sample cost about 0.23 ms per sample with 113 threads
+    (tools/bench_probe_cost.py), which doubles a case of tiny samples. So after its first RESCAN_SAMPLES samples
+    a measurement reads only the threads whose scheduler counters (time on a CPU, time waiting for one, slices)
+    moved between the two latest full readings, and the thread that runs the probe (the one timing): every
+    RESCAN_SAMPLES samples one sample reads them all again. The window is tens of samples, not one, because the
+    kernel updates a running thread's counters at its ticks and switches, not continuously. A sleeping thread's
+    counters stand still, so what a sample skips is a thread that neither ran nor waited to run (zero run
+    delay), unless it woke since the last full reading. Begin and end of one sample read the same threads.
+
+    The files are closed by `close`, and on every other path when the object is collected (a sampling loop that
+    raised never calls `close`; leaking one descriptor per thread per failure ran a many-thread process out of
+    them after about 40 failures).
+    """
 
     def __init__(self) -> None:
-        self.files: list[int] = []
+        self.files: dict[str, int] = {}  # thread id -> its open schedstat
+        self._closer = weakref.finalize(self, _close, self.files)
         try:
             for task in os.listdir("/proc/self/task"):
-                self.files.append(os.open(f"/proc/self/task/{task}/schedstat", os.O_RDONLY))
+                with contextlib.suppress(FileNotFoundError):  # a thread that ended since the listing
+                    self.files[task] = os.open(f"/proc/self/task/{task}/schedstat", os.O_RDONLY)
         except OSError:
             self.close()
+        self._reading: list[str] = []  # the threads this sample reads, at its begin and its end
+        self._moving: list[str] = list(self.files)  # the threads read between full samples (all, at first)
+        self._own = str(threading.get_native_id())  # the thread that takes the samples
+        self._full = False  # whether this sample reads every thread
+        self._full_start: dict[str, bytes] = {}  # the full reading at the start of this full sample
+        self._last_full: dict[str, bytes] | None = None  # ... and of the full sample before it
+        self._samples = 0
 
-    def seconds(self) -> float | None:
-        """Nanoseconds waited, in seconds; None where procfs is absent. A thread that has ended reads as 0."""
-        if not self.files:
-            return None
+    def _read(self, tasks: list[str]) -> dict[str, bytes]:
+        raw = {}
+        for task in tasks:
+            with contextlib.suppress(OSError):  # a thread that has ended reads as nothing, which is 0
+                raw[task] = os.pread(self.files[task], 128, 0)
+        return raw
+
+    @staticmethod
+    def _seconds(raw: dict[str, bytes]) -> float:
         total = 0
-        for fd in self.files:
-            try:
-                total += int(os.pread(fd, 128, 0).split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
+        for line in raw.values():
+            with contextlib.suppress(IndexError, ValueError):
+                total += int(line.split()[1])
         return total / 1e9
 
+    def begin(self) -> float | None:
+        """The run delay at the start of a sample, in seconds (None where procfs is absent)."""
+        if not self.files:
+            return None
+        self._full = self._samples % RESCAN_SAMPLES == 0
+        self._samples += 1
+        self._reading = list(self.files) if self._full else self._moving
+        raw = self._read(self._reading)
+        if self._full:
+            self._full_start = raw
+        return self._seconds(raw)
+
+    def end(self) -> float | None:
+        """The run delay at the end of the sample begun last, over the same threads as its beginning; a full
+        sample also decides which threads the next ones read (those that moved since the full sample before; all
+        of them until there is one before)."""
+        if not self.files:
+            return None
+        raw = self._read(self._reading)
+        if self._full:
+            if self._last_full is not None:
+                self._moving = [task for task, line in raw.items()
+                                if task == self._own or line != self._last_full.get(task)]
+            self._last_full = self._full_start
+        return self._seconds(raw)
+
+    @property
+    def threads_read(self) -> tuple[int, ...]:
+        """The native ids of the threads the last sample read (all of them in a full sample)."""
+        return tuple(int(task) for task in self._reading)
+
     def close(self) -> None:
-        for fd in self.files:
-            os.close(fd)
-        self.files = []
+        self._closer()
 
 
 class HostProbe:
@@ -94,16 +167,19 @@ class HostProbe:
         self.loads: list[SampleLoad] = []
         self._before: SampleLoad | None = None
 
-    def read(self) -> SampleLoad:
+    @staticmethod
+    def read(run_delay: Callable[[], float | None]) -> SampleLoad:
+        """The clocks now, the run delay last: the clock and rusage calls are where the kernel notices that a slice
+        has run out, so a switch that was due during the sample lands before the run delay is read and counts."""
         return SampleLoad(time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw,
-                       self.run_delay.seconds())
+                          run_delay())
 
     def begin(self) -> None:
-        self._before = self.read()
+        self._before = self.read(self.run_delay.begin)
 
     def end(self, kept: bool) -> None:
         """Close the sample begun last; a sample the sampler dropped is not in the data and is not counted."""
-        after = self.read()
+        after = self.read(self.run_delay.end)
         if kept and self._before is not None:
             self.loads.append(after - self._before)
 

@@ -17,23 +17,79 @@ class DeviceError(ValueError):
 
 
 _CUDA = re.compile(r"cuda(?::([0-9]{1,4}))?")  # `cuda` or `cuda:N`, nothing after (not `cuda:0:junk`)
+# The oldest Linux driver each CUDA major version runs on (NVIDIA's CUDA release notes, "minor version
+# compatibility"): a torch wheel built for CUDA 13 finds no GPU under a 570 driver, which runs CUDA 12.8 at most.
+MIN_DRIVER = {13: 580, 12: 525, 11: 450}
 
 
 def resolve(option: str, flag: str = "--device") -> torch.device:
     """`auto` is CUDA when available, else CPU; `cuda` or `cuda:N` without that GPU is an error (its message names
-    the option as `flag` spells it)."""
-    if option == "auto":
-        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    the option as `flag` spells it). Where NVML sees GPUs that torch cannot use (a wheel built for a newer CUDA
+    than the driver runs, a CPU-only build), `auto` and `cuda` are an error that says why: measuring the CPU of
+    a GPU box unasked would pass for a GPU run. `cpu` asks for the CPU and is never refused."""
     if option == "cpu":
         return torch.device("cpu")
-    if cuda := _CUDA.fullmatch(option):
-        if not torch.cuda.is_available():
-            raise DeviceError(f"{flag} {option}: no CUDA device is available here (torch {torch.__version__})")
-        index = int(cuda.group(1)) if cuda.group(1) else torch.cuda.current_device()
-        if not 0 <= index < torch.cuda.device_count():
-            raise DeviceError(f"{flag} {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-        return torch.device("cuda", index)
-    raise DeviceError(f"{flag} {option}: expected auto, cpu, cuda or cuda:N")
+    cuda = _CUDA.fullmatch(option)
+    if option != "auto" and cuda is None:
+        raise DeviceError(f"{flag} {option}: expected auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        if reason := unusable_gpus():
+            raise DeviceError(f"{flag} {option}: {reason}; `{flag} cpu` measures this machine's CPU instead")
+        if option == "auto":
+            return torch.device("cpu")
+        raise DeviceError(f"{flag} {option}: no CUDA device is available here (torch {torch.__version__})")
+    if option == "auto":
+        return torch.device("cuda", torch.cuda.current_device())
+    index = int(cuda.group(1)) if cuda.group(1) else torch.cuda.current_device()
+    if not 0 <= index < torch.cuda.device_count():
+        raise DeviceError(f"{flag} {option}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return torch.device("cuda", index)
+
+
+def hidden_on_purpose() -> bool:
+    """Whether CUDA_VISIBLE_DEVICES hides every GPU ("" or -1): then a CPU run is what was asked for."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1")
+
+
+def unusable_gpus() -> str | None:
+    """Why torch cannot use the GPUs NVML sees on this machine (one line), or None: no GPU here, NVML not
+    answering, or GPUs hidden on purpose. Call it when torch.cuda.is_available() is false."""
+    if hidden_on_purpose():
+        return None
+    seen = nvml.census()
+    if seen is None or seen.count == 0:
+        return None
+    return why_unusable(seen, torch.__version__, torch.version.cuda)
+
+
+def why_unusable(seen: nvml.Census, torch_version: str, wheel_cuda: str | None) -> str:
+    """One line: what NVML sees (GPUs, driver, the newest CUDA it runs), and what keeps this torch build off
+    them: a CPU-only build, a build for a CUDA newer than the driver runs (with the driver it needs), or neither
+    (then torch's own start-up is what failed)."""
+    gpus = f"{seen.count} GPU{'s' if seen.count != 1 else ''}" + (f" ({seen.names[0]})" if seen.names else "")
+    driver = f"driver {seen.driver or 'of unknown version'}" + (
+        f", which runs CUDA {seen.driver_cuda} at most" if seen.driver_cuda else "")
+    head = f"NVML sees {gpus} with {driver}, but torch {torch_version} cannot use {'them' if seen.count > 1 else 'it'}"
+    older = f" (CUDA {seen.driver_cuda} or older)" if seen.driver_cuda else ""
+    if wheel_cuda is None:
+        return f"{head}: it is a CPU-only build; install a CUDA build of torch{older}"
+    need = MIN_DRIVER.get(_major(wheel_cuda))
+    if seen.driver_cuda and _version(wheel_cuda) > _version(seen.driver_cuda):
+        needs = f", which needs driver {need} or newer" if need else ""
+        return (f"{head}: this wheel is built for CUDA {wheel_cuda}{needs}; update the driver, or install a torch "
+                f"wheel built for CUDA {seen.driver_cuda} or older")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return (f"{head}: torch.cuda.is_available() is false though the wheel's CUDA {wheel_cuda} should run on this "
+            f"driver" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "")
+            + "; check /dev/nvidia* permissions and torch's warning at import")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
+
+
+def _major(text: str) -> int:
+    return _version(text)[0]
 
 
 @dataclass

@@ -136,6 +136,33 @@ def handle(index: int) -> tuple[Any | None, str | None]:
     return found.handle, found.reason
 
 
+@dataclass(frozen=True)
+class Census:
+    """The GPUs NVML sees, asked without CUDA: how many, their names, the driver's version, and the newest CUDA
+    version that driver runs (NVML's `CudaDriverVersion`, e.g. 12080 -> "12.8")."""
+
+    count: int
+    names: tuple[str, ...]
+    driver: str | None
+    driver_cuda: str | None
+
+
+def census() -> Census | None:
+    """What NVML sees on this machine, or None where it cannot be asked (nvidia-ml-py or the driver's library
+    missing: then there is no GPU this process could use either). The library comes from `nvml()`, the one seam
+    through which every NVML answer enters: tests give it the answers of a machine they are not on."""
+    lib, _ = nvml()
+    if lib is None:
+        return None
+    count = query(lib.nvmlDeviceGetCount, default=0)
+    handles = [query(lib.nvmlDeviceGetHandleByIndex, i) for i in range(count)]
+    names = tuple(_text(name) for h in handles if h is not None and (name := query(lib.nvmlDeviceGetName, h)))
+    driver = query(lib.nvmlSystemGetDriverVersion)
+    version = query(lib.nvmlSystemGetCudaDriverVersion_v2) or query(lib.nvmlSystemGetCudaDriverVersion)
+    return Census(count, names, _text(driver) if driver is not None else None,
+                  f"{version // 1000}.{version % 1000 // 10}" if version else None)
+
+
 def query(fn, *args, default=None):
     """Call an NVML getter; None (or `default`) where the driver or part does not support it."""
     try:

@@ -53,7 +53,9 @@ class BenchSession:
     dtypes: list[str] | None
     extensions: list[Extension] = field(default_factory=list)
     not_measured: list[dict] = field(default_factory=list)
-    achievable_mode: str = "off"  # auto (load this machine's cached peaks or search), search (again), off
+    # auto (load this machine's cached peaks or search), search (again), off; None: not given on the command line,
+    # which is auto for the suite's cases and off for device_bench tests (achievable.asked)
+    achievable_mode: str | None = "off"
     achievable_cache: Path = Path(".")
     world: distributed.World | None = None  # set under torchrun with several ranks
     rounds: int = 1
@@ -105,12 +107,12 @@ class BenchSession:
                     self._achievable = f"search failed: {type(exc).__name__}: {exc}"
         return self._achievable if isinstance(self._achievable, achievable.Peaks) else None
 
-    def pct_achievable(self, result: CaseResult) -> dict:
+    def pct_achievable(self, result: CaseResult, device_bench: bool = False) -> dict:
         """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable); none for a
         case that failed its check, or one above the datasheet peak, whose speed must not become a peak."""
         info = result.extra_info
         if (result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes)
-                or info.get("tflops_above_peak")):
+                or info.get("tflops_above_peak") or not achievable.asked(self.achievable_mode, device_bench)):
             return {}
         peaks = self.achievable()
         return peaks.pct(result.case, result.measurement.median_s, info.get("notes", ())) if peaks else {}
@@ -252,7 +254,7 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
         result = lockstep.settle(result)
     result.extra_info["profile"] = str(session.profile)
     if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
-        result.extra_info |= session.pct_achievable(result)
+        result.extra_info |= session.pct_achievable(result, "device_bench" in request.fixturenames)
     if in_rounds:
         result.extra_info |= bench_rounds.merge(result, earlier)
     record(benchmark, result)

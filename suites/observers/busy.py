@@ -27,15 +27,40 @@ from suites.core.runner import Extension, first_line
 from suites.observers.tracing import profile_calls
 
 
-def busy_seconds_per_step(trace: Path) -> float | None:
+class NoBusyTime(Exception):
+    """A trace that cannot give a step's busy time; the message says why (it becomes `device_busy_error`)."""
+
+
+# Where the trace has no GPU activity at all, CUPTI recorded none: the profiler could not attach to the device
+# (CUPTI missing or refused, e.g. ERR_NVGPUCTRPERM, or another profiler holding it) or the step launched nothing.
+NO_GPU_EVENTS = ("the profiler's trace holds no GPU kernel, copy or memset events (CUPTI recorded none: no CUPTI, "
+                 "no permission, another profiler attached, or a step that launched no GPU work), so device-busy "
+                 "time is unknown and host_bound is not judged")
+NO_STEPS = "the profiler's trace holds no ProfilerStep to attribute the GPU work to"
+
+
+def busy_seconds_per_step(trace: Path) -> float:
     """The median over the trace's ProfilerSteps of the device time busy with the work each launched, every GPU
-    of the trace summed (None: no device events, or no steps to attribute them to)."""
+    of the trace summed; NoBusyTime (with why) when the trace has no device events or no steps."""
     summary = summarize_trace(read_trace(trace))
-    if not summary.devices or not summary.steps:
-        return None
+    if not summary.devices:
+        raise NoBusyTime(NO_GPU_EVENTS)
+    if not summary.steps:
+        raise NoBusyTime(NO_STEPS)
     per_step = [sum(device.steps[i].breakdown.busy_us for device in summary.devices)
                 for i in range(len(summary.steps))]
     return statistics.median(per_step) / 1e6
+
+
+def busy_fields(trace: Path) -> dict:
+    """extra_info of a profiled step: `device_busy_s`, or `device_busy_error` saying why there is none (never
+    silently nothing: a missing busy time also means host_bound was not judged)."""
+    try:
+        return {"device_busy_s": busy_seconds_per_step(trace)}
+    except NoBusyTime as exc:
+        return {"device_busy_error": str(exc)}
+    except InputError as exc:
+        return {"device_busy_error": first_line(exc)}
 
 
 class BusyExtension(Extension):
@@ -48,7 +73,6 @@ class BusyExtension(Extension):
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "busy.json"
                 profile_calls(workload.fn, device, path)
-                busy = busy_seconds_per_step(path)
-        except (RuntimeError, OSError, InputError) as exc:
+                return busy_fields(path)
+        except (RuntimeError, OSError) as exc:
             return {"device_busy_error": first_line(exc)}
-        return {} if busy is None else {"device_busy_s": busy}

@@ -69,7 +69,14 @@ def _build(shape: Shape, dtype: str, timed_on_cuda: bool, device: torch.device) 
     if timed_on_cuda:
         require_cuda_timing(device)
     product = gemm.build(shape.m, shape.n, shape.k, dtype, device)
-    return Workload(fn=product.fn, error_rel=lambda: relative_error(product.fn(), product.reference()))
+    return Workload(fn=product.fn, error_rel=lambda: relative_error(product.fn(), product.reference()),
+                    extra_info=accumulation_info(dtype))
+
+
+def accumulation_info(dtype: str) -> dict:
+    """`fast_accum` of a float8 case: whether torch._scaled_mm ran cuBLASLt's fast accumulation (it does not, see
+    suites.core.gemm.FP8_FAST_ACCUM), so a float8 figure says it is the accurate mode's, not the fastest one's."""
+    return {"fast_accum": gemm.FP8_FAST_ACCUM} if dtype == "float8_e4m3fn" else {}
 
 
 def make_case(shape: Shape, dtype: str, cold: bool = False, graph: bool = False) -> Case:
