@@ -223,6 +223,19 @@ def _ours() -> list[dict]:
     return [strict_json.loads(p.read_text()) for p in OURS]
 
 
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are unique: json.loads keeps the last of two silently."""
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
+    return dict(pairs)
+
+
+@pytest.mark.parametrize("name", ["results.schema.json", "compare.schema.json"])
+def test_a_schema_names_each_field_once(name):
+    """Two branches once typed one field twice, with different minimums; the schema kept one without a word."""
+    json.loads((ROOT / "docs" / "schema" / name).read_text(), object_pairs_hook=unique_keys)
+
+
 def test_stop_reasons_statuses_and_timers_are_the_same_in_the_code_the_page_and_the_schema():
     extra = SCHEMA["$defs"]["extra_info"]["properties"]
     assert table_names("Stop reasons") == list(timing.STOP_REASONS) == extra["stop_reason"]["enum"]
