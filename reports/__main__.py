@@ -3,7 +3,7 @@
 Each command module exposes `register(subparsers)`, which adds its parser and sets `func` (args -> exit code).
 Only the module of the command asked for is imported (all of them for --help): `trace` needs neither pandas
 nor matplotlib, and importing them would cost it more time than summarizing a 100k-event trace.
-Bad input raises `reports.errors.InputError`; it becomes one line on stderr and exit code 2, never a traceback.
+Bad input raises `reports.format.errors.InputError`; it becomes one line on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import argparse
 import importlib
 import sys
 
-from reports.errors import InputError
+from reports.format.errors import InputError
 
 COMMANDS = {
     "table": "reports.table",
-    "plot": "reports.plots.command",
-    "trace": "reports.trace.command",
+    "plot": "reports.plot",
+    "trace": "reports.trace",
     "compare": "reports.compare",
     "history": "reports.history",
     "hardware": "reports.hardware",

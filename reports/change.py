@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
-
 VERDICTS = ("slower", "faster", "unsure", "same")
 DEFAULT_THRESHOLD_PCT = 5.0
 # Without rounds or a history, how much a case moves from one run to the next is not known. Two quick runs of
@@ -48,28 +45,3 @@ def classify(ratio: float, low: float | None, high: float | None, threshold_pct:
     if 1 / limit <= ratio <= limit:
         return "same"
     return "unsure"
-
-
-def flag(row: pd.Series, column: str, value: bool = True) -> bool:
-    """Whether the row's field holds exactly this boolean (absent or NaN is neither True nor False)."""
-    found = row.get(column)
-    return isinstance(found, bool | np.bool_) and bool(found) == value
-
-
-# Timers whose window holds the host out (suites/core/timing.py): a busy host delays when a sample starts, not
-# what the device takes, so host contention says nothing about these figures.
-DEVICE_TIMERS = ("cuda_event", "cuda_graph")
-
-
-def host_disturbed(row: pd.Series) -> bool:
-    """Whether host contention can have moved the row's figure: the run flagged the case `contended` and its
-    timer includes the host (the wall clock, or a file that does not say which timer ran)."""
-    return flag(row, "contended") and row.get("timer") not in DEVICE_TIMERS
-
-
-def doubts(row: pd.Series, noise_measured: bool) -> list[str]:
-    """Why one run's time of a case cannot be judged as it stands: `throttled` (a thermal or hardware slowdown,
-    suites/observers/telemetry.py), and `not converged` where no measured run-to-run noise (rounds, a history)
-    already says how far the case can be trusted."""
-    reasons = [] if noise_measured or not flag(row, "converged", False) else ["not converged"]
-    return reasons + (["throttled"] if flag(row, "throttled") else [])

@@ -56,11 +56,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from reports import change, identity, noise, strict_json
+from reports import change, noise
 from reports.change import ASSUMED_NOISE_PCT, DEFAULT_THRESHOLD_PCT, VERDICTS
-from reports.errors import InputError
-from reports.load import load, warn
-from reports.schema import COMPARE_SCHEMA_VERSION
+from reports.format import identity, strict_json, trust
+from reports.format.errors import InputError
+from reports.format.load import load, warn
+from reports.format.schema import COMPARE_SCHEMA_VERSION
 from reports.table import fit, format_time, terminal_width
 
 DEFAULT_ALPHA = 0.01  # many cases are tested per run: a strict level keeps false alarms rare
@@ -137,7 +138,7 @@ class Comparison:
 def _doubts(base: list[pd.Series], cand: pd.Series, measured: bool) -> list[str]:
     """Why a timing cannot carry a verdict whatever the numbers say (reports/change.py, `doubts`), per side."""
     reasons = [f"{side} {why}" for side, row in [*(("baseline", r) for r in base), ("candidate", cand)]
-               for why in change.doubts(row, measured)]
+               for why in trust.doubts(row, measured)]
     return list(dict.fromkeys(reasons))
 
 
@@ -170,25 +171,25 @@ def _thin(base: list[pd.Series], cand: pd.Series) -> str:
 
 def _contention(row: pd.Series) -> str:
     """`contended (share 35 %)` when the run measured the case under host contention, else ''; for a timer that
-    holds the host out of its window (change.host_disturbed), also that the contention does not count."""
-    if not change.flag(row, "contended"):
+    holds the host out of its window (trust.host_disturbed), also that the contention does not count."""
+    if not trust.flag(row, "contended"):
         return ""
     detail = row.get("contention")
     share = detail.get("share") if isinstance(detail, dict) else None
     known = isinstance(share, int | float) and not isinstance(share, bool) and math.isfinite(share)
     text = f"contended (share {share:.0%})" if known else "contended"
-    if change.host_disturbed(row):
+    if trust.host_disturbed(row):
         return text
     return f"{text}, not counted: the {row.get('timer')} timer holds the host out"
 
 
 def _contention_note(verdict: Verdict, base: list[pd.Series], cand: pd.Series) -> str:
     """Name the contention of either side, and turn a change that host contention explains into `unsure`: only
-    where the timer includes the host (change.host_disturbed); a device-timed case keeps its verdict."""
+    where the timer includes the host (trust.host_disturbed); a device-timed case keeps its verdict."""
     cand_busy, base_busy = _contention(cand), next((t for t in map(_contention, base) if t), "")
     verdict.contended = bool(cand_busy or base_busy)
-    explains = ((verdict.verdict == "slower" and change.host_disturbed(cand))
-                or (verdict.verdict == "faster" and any(map(change.host_disturbed, base))))
+    explains = ((verdict.verdict == "slower" and trust.host_disturbed(cand))
+                or (verdict.verdict == "faster" and any(map(trust.host_disturbed, base))))
     if explains:
         verdict.looks, verdict.verdict = verdict.verdict, "unsure"
     parts = [f"{side} {text}" for side, text in (("baseline", base_busy), ("candidate", cand_busy)) if text]
@@ -201,7 +202,7 @@ def not_judged(verdict: Verdict, doubts: list[str], cand: pd.Series) -> str:
     if verdict.verdict != "unsure" or not verdict.ratio > 1 + verdict.threshold_pct / 100:
         return ""
     numbers = verdict.looks or verdict.verdict  # what the ratio and its interval alone say
-    reasons = ["candidate host contention"] if change.host_disturbed(cand) else []
+    reasons = ["candidate host contention"] if trust.host_disturbed(cand) else []
     reasons += ["run-to-run noise unknown"] if numbers != "slower" and verdict.source == "assumed" else []
     reasons += ["too thin"] if verdict.thin else []
     return ", ".join(reasons + doubts)

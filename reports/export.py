@@ -1,12 +1,12 @@
-"""`python -m reports export RESULTS... -o FILE.csv|FILE.parquet`: the tidy frame of reports.load, for other tools.
+"""`python -m reports export RESULTS... -o FILE.csv|FILE.parquet`: the tidy frame of reports.format.load, for
+other tools.
 
-One row per case per run, the columns of `reports.load` (the run, the params, the `extra_info` fields, the stats in
-seconds; docs/results.md) and `marks`, how each timed figure was taken (reports/marks.py). A cell that holds a list
-or an object (raw samples, round medians, telemetry) is written as its strict JSON text in both formats, so a
-spreadsheet, DuckDB or pandas reads every column without knowing this suite; Parquet keeps numbers, booleans and
-timestamps typed. Parquet needs pyarrow, an optional extra (`pip install -e '.[parquet]'`); without it the command
-says so in one line.
-"""
+One row per case per run, the columns of `reports.format.load` (the run, the params, the `extra_info` fields, the
+stats in seconds; docs/results.md) and `marks`, how each timed figure was taken (reports/marks.py). A cell that
+holds a list or an object (raw samples, round medians, telemetry) is written as its strict JSON text in both
+formats, so a spreadsheet, DuckDB or pandas reads every column without knowing this suite; Parquet keeps numbers,
+booleans and timestamps typed. Parquet needs pyarrow, an optional extra (`pip install -e '.[parquet]'`); without it
+the command says so in one line. """
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import marks, strict_json
-from reports.errors import InputError
-from reports.load import load
+from reports import marks
+from reports.format import strict_json
+from reports.format.errors import InputError
+from reports.format.load import load
 
 FORMATS = {".csv": "CSV", ".parquet": "Parquet"}
 

@@ -25,10 +25,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from reports import marks
-from reports.errors import InputError
+from reports.format.errors import InputError
+from reports.format.load import load, output_dir
 from reports.history import slug
-from reports.load import load, output_dir
-from reports.plots import levers as lever_plot
+from reports.plots import effects
 from reports.plots.style import hatch_bar, hatched_entry, text
 from reports.table import axes_of, fit, fitted, format_time, run_notes, terminal_width, with_legend
 
@@ -167,7 +167,7 @@ def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
     """What each lever is worth on each system, then one bar plot per group of the cases measured on more than
     one system."""
     output_dir(outdir)
-    drawn = [lever_plot.plot(rows, outdir)]
+    drawn = [effects.plot(rows, outdir)]
     rows = shared(rows)
     groups = rows.groupby(rows["group"].fillna("no-group"), sort=True)
     drawn += [bar_plot(str(group), part, baseline, outdir) for group, part in groups]

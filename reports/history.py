@@ -30,8 +30,8 @@ from tabulate import tabulate
 
 from reports import marks
 from reports.compare import percent
-from reports.errors import InputError
-from reports.load import load, output_dir
+from reports.format.errors import InputError
+from reports.format.load import load, output_dir
 from reports.plots.style import hollow_entry, hollow_points, text
 from reports.stats import MIN_RUNS, LevelShift, fitted, steps
 from reports.table import format_time

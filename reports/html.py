@@ -2,7 +2,7 @@
 
 The page holds the runs it was built from, what each lever of the recipe is worth on each device (levers.py),
 the result tables per suite and device, the devices side by side when there are several (hardware.py), and every
-suite's PNG plot (reports.plots.command) embedded as a base64 data URI, so the one file can be mailed or
+suite's PNG plot (reports.plot) embedded as a base64 data URI, so the one file can be mailed or
 opened from a downloaded artifact without its folder. Every name and param is HTML-escaped.
 
 It says what it knows: a run cut short is named at the top and in the runs table; several runs of one device
@@ -23,11 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import change, hardware, levers, marks
+from reports import change, hardware, levers, marks, plot
 from reports import peaks as device_peaks
-from reports.load import load, output_dir, runs, warn
-from reports.plots import command as plots
-from reports.plots import levers as lever_plot
+from reports.format.load import load, output_dir, runs, warn
+from reports.plots import effects
 from reports.table import constant_columns, group_table, not_measured, run_notes, with_run
 
 STYLE = """
@@ -174,7 +173,7 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
     output_dir(outdir)
     parts = [f"<h2>Devices side by side</h2><p>Speed-up against {esc(base)} (baseline time / time), for the "
              f"cases measured on more than one system.</p>"]
-    if levers_png := lever_plot.plot(rows, outdir):
+    if levers_png := effects.plot(rows, outdir):
         parts.append(image_html(levers_png))
     for group, part in common.groupby(common["group"].fillna("(no group)"), sort=True):
         parts.append(f"<h3>{esc(group)}</h3>")
@@ -185,16 +184,16 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
 
 
 def suite_plots(frame: pd.DataFrame, outdir: Path) -> tuple[list[tuple[str | None, list[Path]]], list[str]]:
-    """Every plot of reports.plots.command.PLOTTERS, run by run as plots.write_all draws them, but one plotter at a
+    """Every plot of reports.plot.PLOTTERS, run by run as plot.write_all draws them, but one plotter at a
     time, so that a plotter that fails costs the page its own plots only: the nightly report is most needed when
     something broke. Returns the PNGs per run (None: one pass) and one line per failed plotter (also warned)."""
     output_dir(outdir)
     images, failures = [], []
-    for run, part in plots.by_run(frame):
+    for run, part in plot.by_run(frame):
         drawn = []
-        for module in plots.PLOTTERS:
+        for module in plot.PLOTTERS:
             try:
-                drawn += module.plots(part, plots.run_folder(outdir, run))
+                drawn += module.plots(part, plot.run_folder(outdir, run))
             except Exception as exc:  # a plotter's bug is reported on the page, the rest of the report stands
                 failures.append(f"{module.__name__}: {type(exc).__name__}: {exc}")
                 warn(f"html: plots of {failures[-1]}")

@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from reports import change, noise
+from reports.format import trust
 
 OFF = {"off", "none", "no", "false", "0", "eager", "disabled"}
 # Params that name the experiment rather than a setting (train_step's `lever`: "baseline", "precision", ...):
@@ -188,8 +189,8 @@ def case_noise(row: pd.Series) -> float:
 def case_doubt(row: pd.Series) -> tuple[str, ...]:
     """Why a case's time cannot be trusted as it stands (reports/change.py, `doubts`, plus host contention where
     the case's timer holds the host); empty when it can."""
-    reasons = change.doubts(row, noise_measured=len(noise.round_medians(row)) > 1)
-    return tuple(reasons + (["contended"] if change.host_disturbed(row) else []))
+    reasons = trust.doubts(row, noise_measured=len(noise.round_medians(row)) > 1)
+    return tuple(reasons + (["contended"] if trust.host_disturbed(row) else []))
 
 
 def figure(row: pd.Series, spec: Spec) -> float:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import change
+from reports.format import trust
 
 ABOVE_PEAK = ("tflops_above_peak", "gbps_above_peak", "above_achievable")
 READS = ("contended", "timer", "converged", "throttled", *ABOVE_PEAK)  # the columns the marks below read
@@ -44,20 +44,20 @@ class Mark:
 
 
 def _unconverged(row: pd.Series) -> bool:
-    return change.flag(row, "converged", False)
+    return trust.flag(row, "converged", False)
 
 
 def _throttled(row: pd.Series) -> bool:
-    return change.flag(row, "throttled")
+    return trust.flag(row, "throttled")
 
 
 def _above_peak(row: pd.Series) -> bool:
-    return any(change.flag(row, field) for field in ABOVE_PEAK)
+    return any(trust.flag(row, field) for field in ABOVE_PEAK)
 
 
 MARKS = (
     Mark("contended", "c", "measured while other work competed for the host, and its timer includes the host",
-         change.host_disturbed),
+         trust.host_disturbed),
     Mark("unconverged", "u", "its samples' spread never reached the stopping rule's target", _unconverged),
     Mark("throttled", "t", "the GPU slowed its clocks (thermal, power brake or hardware) during the case", _throttled),
     Mark("above peak", "p", "beats a peak of its device: a FLOP or byte model, the peak or the timing is off, or "

@@ -2,9 +2,9 @@
 
 A run records the datasheet peaks of its GPU (`machine_info.gpu.peaks`: FLOP/s per dtype and bandwidth, with
 their source) and the achievable peaks found by the search (`machine_info.achievable`: the best gemm FLOP/s per
-dtype and the best copy/triad bandwidth on that machine). The frame of reports.load keeps only per-case
+dtype and the best copy/triad bandwidth on that machine). The frame of reports.format.load keeps only per-case
 columns, so this reads the machine_info of each device's latest run from its file again (every field checked by
-reports.load.machine_info, so a value read here has its type).
+reports.format.load.machine_info, so a value read here has its type).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from reports.dtypes import DTYPE_ORDER
-from reports.errors import InputError
-from reports.load import machine_info, warn
+from reports.format.errors import InputError
+from reports.format.load import machine_info, warn
 
 COLUMNS = ["device", "kind", "dtype", "value", "at", "how"]  # dtype `bandwidth`: value in bytes/s
 

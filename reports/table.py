@@ -18,7 +18,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from reports import marks
-from reports.load import load
+from reports.format.load import load
 
 # A suite's axes are its cases' params (in the order the cases name them), then the figures below that the
 # group has; absent columns are left out, never filled in.

@@ -12,8 +12,8 @@ Each sub-package holds one role; a module finds its room by what it is, and impo
   its models, data, batch search, numerics). May import `core`; `training` may import `ops`, not the reverse.
 - `checks`: the GPU-box check and its per-suite rows, cross-checks against peer tools. May import anything above.
 
-Of `reports`, any package may import the JSON every writer of the project uses (`reports.strict_json`,
-`reports.schema`: standard library only), its readers (`reports.load` for results files, the torch-free
+Of `reports`, any package may import the JSON every writer of the project uses (`reports.format.strict_json`,
+`reports.format.schema`: standard library only), its readers (`reports.format.load` for results files, the torch-free
 trace reader), and the one rule of what a run's figure can be trusted for (`reports.change`: host contention
 where the timer holds the host, not converged, throttled), which the training advisor applies to its sweeps;
 never a report (tables, plots, verdicts).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from reports import strict_json
+from reports.format import strict_json
 
 DATA = Path(__file__).parent / "data"
 RUN_A = DATA / "run_cpu_quick.json"  # real quick CPU run of bench/test_matmul.py

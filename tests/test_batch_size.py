@@ -192,7 +192,7 @@ DATA = ROOT / "tests" / "data"
 
 def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
     """From a real quick CPU run of the tiny GPT (tests/data/batch_size_cpu_quick.json)."""
-    from reports.load import load
+    from reports.format.load import load
     from reports.plots import batch as plot_batch
 
     frame = load([DATA / "batch_size_cpu_quick.json"])

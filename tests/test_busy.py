@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.trace.events import read_trace
-from reports.trace.summary import summarize_trace
+from reports.format.kineto.events import read_trace
+from reports.format.kineto.summary import summarize_trace
 from suites.observers.busy import NO_GPU_EVENTS, NoBusyTime, busy_fields, busy_seconds_per_step
 from tests.resultfiles import TRACES
 

@@ -10,7 +10,7 @@ import pytest
 
 from reports.__main__ import main
 from reports.compare import FAILED, NOT_JUDGED, PASSED, compare, gate_status
-from reports.load import load
+from reports.format.load import load
 from tests.resultfiles import DATA
 
 BUSY = DATA / "busy_gate"

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from reports import marks
-from reports.load import load
+from reports.format.load import load
 from tests.resultfiles import DATA
 from tests.runs import run_reports_in_process
 

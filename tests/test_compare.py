@@ -8,11 +8,11 @@ import shutil
 import numpy as np
 import pytest
 
-from reports import strict_json
 from reports.__main__ import main
 from reports.compare import NOT_JUDGED, compare, decide, gate_status, parse_group_thresholds
-from reports.errors import InputError
-from reports.load import load
+from reports.format import strict_json
+from reports.format.errors import InputError
+from reports.format.load import load
 from reports.noise import level
 from suites.observers.telemetry import Sample, summarize
 from tests.resultfiles import (

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from reports.__main__ import main
-from reports.load import load
+from reports.format.load import load
 from tests.resultfiles import DATA, RUN_A
 
 # real runs of several suites, another project's file (no params, other stats) and a journal-free mix of kinds

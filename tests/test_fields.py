@@ -1,5 +1,5 @@
-"""reports.fields: the types the reports read results with, what each accepts and refuses, and that every figure a
-report shows is one of the typed fields."""
+"""reports.format.fields: the types the reports read results with, what each accepts and refuses, and that every
+figure a report shows is one of the typed fields."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from reports import fields, hardware, table, validate
+from reports import hardware, table
+from reports.format import fields, validate
 
 ACCEPTED = {
     "TEXT": ["matmul", ""],

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.readback import read_run
+from reports.format.readback import read_run
 from suites.checks import attention as attention_rows
 from suites.checks import batch_size as batch_rows
 from suites.checks import conv as conv_rows
@@ -326,7 +326,7 @@ def test_an_incomplete_results_file_says_so_in_every_row(tmp_path):
 
 
 def cuda_case(status: str = "ok", **fields) -> dict:
-    """A case as reports.load gives it, measured on a GPU (the verdicts that hold there)."""
+    """A case as reports.format.load gives it, measured on a GPU (the verdicts that hold there)."""
     return {"status": status, "torch_device": "cuda:0", **fields}
 
 

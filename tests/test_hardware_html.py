@@ -13,11 +13,10 @@ import re
 import pandas as pd
 import pytest
 
-from reports import hardware, levers
+from reports import hardware, levers, plot
 from reports.__main__ import main
-from reports.errors import InputError
-from reports.load import device_name, load
-from reports.plots import command as plots
+from reports.format.errors import InputError
+from reports.format.load import device_name, load
 from tests.resultfiles import DATA, RUN_A, read, write
 
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
@@ -196,7 +195,7 @@ def test_a_failing_plotter_costs_the_page_only_its_own_plots(tmp_path, monkeypat
         def plots(frame, outdir):
             raise KeyError("pass")
 
-    monkeypatch.setattr(plots, "PLOTTERS", [*plots.PLOTTERS, Broken()])
+    monkeypatch.setattr(plot, "PLOTTERS", [*plot.PLOTTERS, Broken()])
     assert main(["html", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path)]) == 0
     page = (tmp_path / "index.html").read_text()
     assert "<b>Plot failed</b>: reports.plot_broken: KeyError: &#x27;pass&#x27;" in page

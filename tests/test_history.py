@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from reports.__main__ import main
+from reports.format.load import load
 from reports.history import file_stem, trends
-from reports.load import load
 from reports.stats import MIN_RUNS, fitted, lasting, noise, partition, steps
 from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, with_identity, write
 

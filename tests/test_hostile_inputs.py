@@ -20,7 +20,7 @@ import pytest
 
 from reports.__main__ import main
 from reports.compare import compare
-from reports.load import load
+from reports.format.load import load
 from tests import hostile
 
 RESULT_COMMANDS = {

@@ -1,4 +1,5 @@
-"""reports.load: this suite's files, other projects' pytest-benchmark 3.x/4.x/5.x files, storage dirs, bad input."""
+"""reports.format.load: this suite's files, other projects' pytest-benchmark 3.x/4.x/5.x files, storage dirs, bad
+input."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import shutil
 import pandas as pd
 import pytest
 
-from reports import jsonstream
-from reports import load as load_module
 from reports.__main__ import main
-from reports.errors import InputError
-from reports.load import load
+from reports.format import jsonstream
+from reports.format import load as load_module
+from reports.format.errors import InputError
+from reports.format.load import load
 from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
 
 

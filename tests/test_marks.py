@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reports import marks
-from reports.load import load
+from reports.format.load import load
 from tests.resultfiles import DATA
 
 BUSY = DATA / "busy"

@@ -82,7 +82,7 @@ def test_fp8_matmul_is_within_tolerance_on_gpu():
 
 
 def _lever_rows(cases: list, seconds: dict[str, float]) -> pd.DataFrame:
-    """Rows as reports.load makes them from these cases, each with the median a timing would have given it."""
+    """Rows as reports.format.load makes them from these cases, each with the median a timing would have given it."""
     rows = pd.DataFrame([{"group": c.suite, "status": "ok", "case": c.id, **c.params, "param_names": ",".join(c.params),
                           "median_s": seconds["cold" if c.cold else "graph" if c.graph else "warm"], "flops": c.flops}
                          for c in cases])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reports.load import load
+from reports.format.load import load
 from reports.noise import (
     MIN_HISTORY,
     WHOLE_RUN_FLOOR_PCT,

@@ -15,9 +15,8 @@ from matplotlib.figure import Figure
 
 from reports import hardware, peaks
 from reports.__main__ import main
-from reports.load import load
-from reports.plots import levers as lever_plot
-from reports.plots import matmul, roofline
+from reports.format.load import load
+from reports.plots import effects, matmul, roofline
 from tests.resultfiles import DATA, RUN_A, RUN_B, converged_case, dated, read, scaled, write
 
 RUN = DATA / "run_cpu_quick_achievable.json"
@@ -89,11 +88,11 @@ def test_a_roofline_without_peaks_names_no_roof_and_keeps_its_title_lines():
 
 def test_lever_picture_needs_two_systems(tmp_path):
     rows, _ = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
-    assert lever_plot.plot(rows, tmp_path).read_bytes().startswith(PNG)
-    effects = lever_plot.effects(rows)
-    assert effects.groupby("comparison")["system"].nunique().eq(2).all()
+    assert effects.plot(rows, tmp_path).read_bytes().startswith(PNG)
+    found = effects.effects(rows)
+    assert found.groupby("comparison")["system"].nunique().eq(2).all()
     one, _ = hardware.side_by_side(load([RUN_A]))
-    assert lever_plot.plot(one, tmp_path / "one") is None
+    assert effects.plot(one, tmp_path / "one") is None
 
 
 @pytest.mark.parametrize("runs, images", [

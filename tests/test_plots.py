@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.load import load
-from reports.plots import command as plots
+from reports import plot
+from reports.format.load import load
 
 DATA = Path(__file__).parent / "data"
 
@@ -14,7 +14,7 @@ DATA = Path(__file__).parent / "data"
 MATMUL_PLOTTERS = {"reports.plots.matmul", "reports.plots.roofline"}
 
 
-@pytest.mark.parametrize("plotter", plots.PLOTTERS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("plotter", plot.PLOTTERS, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("results", ["run_cpu_quick.json", "pb3_other_project.json", "pb5_other_project.json"])
 def test_plotter_skips_results_without_its_suite(plotter, results, tmp_path):
     frame = load([DATA / results])
@@ -26,5 +26,5 @@ def test_plotter_skips_results_without_its_suite(plotter, results, tmp_path):
 
 
 def test_plot_command_writes_the_batch_plot_from_a_real_run(tmp_path):
-    written = plots.write_all(load([DATA / "batch_size_cpu_quick.json"]), tmp_path)
+    written = plot.write_all(load([DATA / "batch_size_cpu_quick.json"]), tmp_path)
     assert written and all(p.suffix == ".png" and p.stat().st_size > 1000 for p in written)

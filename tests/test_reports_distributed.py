@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reports import levers
-from reports.load import device_name, load
+from reports.format.load import device_name, load
 from reports.table import render
 
 RUN = Path(__file__).resolve().parent / "data" / "dist_cpu_quick.json"

@@ -18,9 +18,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from reports import strict_json
 from reports.__main__ import main
-from reports.load import load
+from reports.format import strict_json
+from reports.format.load import load
 from suites.core import timing
 from suites.harness.journal import Journal
 from suites.harness.results import dumps

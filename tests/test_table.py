@@ -58,7 +58,7 @@ def test_a_killed_runs_journal_says_so_in_the_table(tmp_path, capsys):
     journal = tmp_path / "run.json.journal"
     shutil.copy(RUN_A, tmp_path / "a.json")
     data = read(RUN_A)
-    from reports import strict_json
+    from reports.format import strict_json
     lines = [strict_json.dumps({"journal": 1, "machine_info": data["machine_info"], "datetime": data["datetime"]}),
              strict_json.dumps({"benchmarks": data["benchmarks"][0]})]
     journal.write_text("\n".join(lines) + "\n")

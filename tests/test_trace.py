@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from reports.__main__ import main
-from reports.trace import jsonstream as trace_json
-from reports.trace.events import KERNEL, read_trace
-from reports.trace.kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
-from reports.trace.summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
+from reports.format.kineto import stream
+from reports.format.kineto.events import KERNEL, read_trace
+from reports.format.kineto.kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
+from reports.format.kineto.summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
 from tests.resultfiles import TRACES
 from tests.runs import Run, run_reports
 
@@ -189,11 +189,11 @@ def test_top_level_array_form(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", SHARED, ids=lambda p: p.name)
 def test_streaming_reader_matches_json_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny chunks put every value, number and separator across a refill at some point."""
-    with gzip.open(path, "rt") as stream:
-        expected = json.load(stream)
-    monkeypatch.setattr(trace_json, "CHUNK_CHARS", 61 if path.stat().st_size < 100_000 else 4093)
+    with gzip.open(path, "rt") as handle:
+        expected = json.load(handle)
+    monkeypatch.setattr(stream, "CHUNK_CHARS", 61 if path.stat().st_size < 100_000 else 4093)
     metadata: dict[str, Any] = {}
-    assert list(trace_json.iter_trace_events(path, metadata)) == expected["traceEvents"]
+    assert list(stream.iter_trace_events(path, metadata)) == expected["traceEvents"]
     assert metadata == {key: value for key, value in expected.items() if key != "traceEvents"}
 
 
@@ -287,8 +287,8 @@ def hta_figures(start: np.ndarray, end: np.ndarray, is_compute: np.ndarray) -> t
 
 
 def raw_events(name: str) -> list[dict[str, Any]]:
-    with gzip.open(TRACES / name, "rt") as stream:
-        return json.load(stream)["traceEvents"]
+    with gzip.open(TRACES / name, "rt") as handle:
+        return json.load(handle)["traceEvents"]
 
 
 @pytest.mark.parametrize(
@@ -425,9 +425,9 @@ def test_numbers_split_across_chunks_are_whole(tmp_path: Path, monkeypatch: pyte
     path = tmp_path / "numbers.json"
     path.write_text('{"schemaVersion": 12345, "traceEvents": [], "baseTimeNanoseconds": 1735632360000000000}')
     for chunk in range(1, 12):
-        monkeypatch.setattr(trace_json, "CHUNK_CHARS", chunk)
+        monkeypatch.setattr(stream, "CHUNK_CHARS", chunk)
         metadata: dict[str, Any] = {}
-        assert list(trace_json.iter_trace_events(path, metadata)) == []
+        assert list(stream.iter_trace_events(path, metadata)) == []
         assert metadata == {"schemaVersion": 12345, "baseTimeNanoseconds": 1735632360000000000}
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from reports.__main__ import main
-from reports.trace.events import read_trace
-from reports.trace.ranks import spread
+from reports.format.kineto.events import read_trace
+from reports.format.kineto.ranks import spread
 from tests.resultfiles import TRACES
 
 BASE_US = 1_700_000_000_000_000

@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports import strict_json
+from reports.format import strict_json
 from suites.core import device as devices
 from suites.core.precision import DTYPES
 from suites.core.profiles import Profile, rules

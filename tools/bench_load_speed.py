@@ -1,4 +1,4 @@
-"""How long `reports.load.load` takes, and how much memory, on a year of history or on one huge file.
+"""How long `reports.format.load.load` takes, and how much memory, on a year of history or on one huge file.
 
 The files are made from a real run of this suite (default: tests/data/run_cpu_quick.json) by replicating its
 measured entries under new case names, each file with its own datetime and commit, so the format, the samples
@@ -62,7 +62,7 @@ def write_file(path: Path, source: dict, cases: int, index: int, samples: int | 
 
 def measure(folder: str, samples: bool) -> None:
     """In the child: load the folder, print seconds, rows, runs and memory (MB) as one JSON line."""
-    from reports.load import load
+    from reports.format.load import load
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()

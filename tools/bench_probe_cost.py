@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports import strict_json
+from reports.format import strict_json
 from suites.core.contention import HostProbe
 
 

@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports import strict_json
+from reports.format import strict_json
 from suites.core import nvml
 from suites.core.cases import Case
 from suites.core.profiles import Profile, rules

@@ -4,7 +4,7 @@ The goal is a summarizer at least 3x faster than HolisticTraceAnalysis (HTA) loa
 its temporal breakdown. Both run as whole subprocesses, so both pay interpreter start-up and imports, a few times
 each, round-robin; the script prints medians of wall and CPU time, their ratios, and each process's peak RSS
 (from os.wait4, per child). `python -m reports` imports every command module before it parses its arguments, so
-the same command is also timed through a parser that imports reports.trace.command only ("alone"): the difference
+the same command is also timed through a parser that imports reports.trace only ("alone"): the difference
 is the start-up cost of the other commands.
 With --big-mb it also writes a trace of that many MB and reports our peak RSS on it, to show that memory follows
 the number of GPU events, not the size of the file.
@@ -65,7 +65,7 @@ def main() -> int:
         print(f"trace: {args.events} events, {trace.stat().st_size / 1e6:.1f} MB gzip, from {args.source.name}")
         contenders = {
             "python -m reports trace": reports_command(trace),
-            "reports.trace.command alone": light_command(trace),
+            "reports.trace alone": light_command(trace),
             "HTA load + temporal breakdown": [sys.executable, "-c", HTA_SCRIPT, str(trace.parent)],
         }
         runs: dict[str, list[Run]] = {label: [] for label in contenders}
@@ -78,7 +78,7 @@ def main() -> int:
                 f"{label:32s} median {run.wall_s:6.3f} s wall, {run.cpu_s:6.3f} s CPU, peak RSS {run.rss_mib:4.0f} MiB"
             )
         hta = medians["HTA load + temporal breakdown"]
-        for label in ("python -m reports trace", "reports.trace.command alone"):
+        for label in ("python -m reports trace", "reports.trace alone"):
             ours = medians[label]
             print(f"ratio HTA / {label}: {hta.wall_s / ours.wall_s:.1f}x wall, {hta.cpu_s / ours.cpu_s:.1f}x CPU")
         print(f"(repeat={args.repeat}; 'alone' = the same command without importing the other reports commands)")
@@ -142,7 +142,7 @@ def reports_command(trace: Path) -> list[str]:
 
 
 def light_command(trace: Path) -> list[str]:
-    """The same `trace` command and arguments, through a parser that imports only reports.trace.command."""
+    """The same `trace` command and arguments, through a parser that imports only reports.trace."""
     driver = (
         "import argparse, sys\n"
         "from reports import trace\n"
@@ -196,7 +196,7 @@ def measure_big(path: Path, source: dict[str, Any], megabytes: int) -> None:
     print(f"big trace: {path.stat().st_size / 1e6:.0f} MB JSON, {count} events")
     for label, command in (
         ("python -m reports trace", reports_command(path)),
-        ("reports.trace.command alone", light_command(path)),
+        ("reports.trace alone", light_command(path)),
     ):
         run = run_child(command)
         print(f"{label:32s} {run.wall_s:6.1f} s wall, {run.cpu_s:6.1f} s CPU, peak RSS {run.rss_mib:4.0f} MiB")

@@ -17,8 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from reports import marks
+from reports.format.validate import warn
 from reports.plots.style import hollow_entry, hollow_points, text, title
-from reports.validate import warn
 
 GROUP = "attention"
 AXES = ["device", "dtype", "heads", "head_dim", "causal", "pass"]

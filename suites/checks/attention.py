@@ -1,7 +1,7 @@
 """gpu_check rows for the attention suite: flash against naive attention, and flash against triton's do_bench.
 
 `flash_vs_naive` reads `attention.json` (gpu_check's `attention` step: on CUDA bfloat16, head dim 128, at 4k
-tokens (batch 4) and 16k tokens (batch 1), causal or not, fwd and fwd_bwd) through reports.load and pairs every
+tokens (batch 4) and 16k tokens (batch 1), causal or not, fwd and fwd_bwd) through reports.format.load and pairs every
 flash case with the naive case of the same dtype, shape, mask and pass (by their params, as the suite made
 them): one row per pair with the speed-up and the peak-memory ratio of flash over naive. A naive case out of
 memory is a pass that says how much it asked for; a flash case not measured (unsupported here) fails with its

@@ -1,6 +1,6 @@
 """gpu_check rows of the batch search: the largest batch per precision and checkpointing, read from the
 `batch_size` step's results (on CUDA GPT-2 124M at seq 1024 within an 8 GiB budget: fp32, amp_bf16, and
-amp_bf16 with activation checkpointing) through reports.load.
+amp_bf16 with activation checkpointing) through reports.format.load.
 
 The recipe's memory lever in samples: bfloat16 activations must let a larger batch fit than fp32, and
 checkpointing a larger one still; a row fails when its search found nothing or the order does not hold.

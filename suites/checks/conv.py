@@ -2,7 +2,7 @@
 
 Reads `conv.json` (gpu_check's `conv` step: on CUDA the 3x3 layers at 56x56, forward and backward, bfloat16 in
 both memory formats and float32 NCHW: ResNet-50's 64 channels, VGG-16's 256, and 63, 65, 72 channels) through
-reports.load. One row per layer: the speed-up of channels-last over NCHW in bfloat16, and of bfloat16
+reports.format.load. One row per layer: the speed-up of channels-last over NCHW in bfloat16, and of bfloat16
 channels-last over float32 NCHW (the default a user starts from). Figures to read, not pass or fail: what a
 layout buys depends on the cuDNN version; a case not measured is named with its reason.
 """

@@ -38,9 +38,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from reports import strict_json
-from reports.errors import InputError
-from reports.load import output_dir
+from reports.format import strict_json
+from reports.format.errors import InputError
+from reports.format.load import output_dir
 from suites.checks import step_times
 from suites.checks.bounded import TERM_GRACE_S, Finished, run_bounded
 from suites.checks.rows import ROW_PREFIX, Row
@@ -248,8 +248,8 @@ def reader_rows(reader: Reader, out: Path, step: str) -> list[Row]:
     the others' figures."""
     try:
         return load_function(reader.rows)(out, step)
-    except InputError as exc:  # results missing, truncated, or not results at all: named by reports.load
-        return [Row(reader.rows, "results", str(exc)[:200], "readable results", False, source="reports.load")]
+    except InputError as exc:  # results missing, truncated, or not results at all: named by reports.format.load
+        return [Row(reader.rows, "results", str(exc)[:200], "readable results", False, source="reports.format.load")]
     except Exception as exc:  # the readers' boundary: one reader's bug costs its rows only
         return [Row(reader.rows, "error", f"{type(exc).__name__}: {exc}"[:200], "", False, source=reader.rows)]
 

@@ -1,6 +1,6 @@
 """gpu_check rows of the matmul runs: the dtype ladder, how every case's sampling ended, the achievable peaks.
 
-The ladder and the stopping summary read `matmul.json` (gpu_check's `matmul` step) through reports.load. The
+The ladder and the stopping summary read `matmul.json` (gpu_check's `matmul` step) through reports.format.load. The
 ladder gives, per dtype, the best TFLOP/s of the run and its percent of the datasheet peak (a figure above 100 %
 means a wrong peak or a wrong timing, so it fails), and one row per case not measured (unsupported dtypes,
 out of memory) with its reason; the stopping summary counts stop reasons, host-bound cases and samples the
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from reports import strict_json
-from reports.errors import InputError
+from reports.format import strict_json
+from reports.format.errors import InputError
 from suites.checks.rows import Row, number, read_step, sourced, status_text
 from suites.core import achievable, profiles
 from suites.core import device as devices

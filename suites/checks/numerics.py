@@ -1,4 +1,4 @@
-"""gpu_check rows of the numerics run (read through reports.load): every check passed, and each ran once, never
+"""gpu_check rows of the numerics run (read through reports.format.load): every check passed, and each ran once, never
 timed as a kernel."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `trace_tensor_cores` reads the `trace` step's results (the 4096-cube matmul in bfloat16, tf32 and float32, run
 with --trace-dir) and `telemetry_of_run` the `matmul` step's (telemetry is on by default), both through
-reports.load; `sampler_cost` reads the JSON tools/bench_sampler_cost.py wrote. On a CPU run there are no GPU
+reports.format.load; `sampler_cost` reads the JSON tools/bench_sampler_cost.py wrote. On a CPU run there are no GPU
 kernels and no NVML: those rows say so and give no verdict.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports import validate
+from reports.format import validate
 from suites.checks.rows import Row, number, read_step, sourced
 
 TELEMETRY_FIGURES = ("power_mean_w", "power_max_w", "energy_j", "sm_clock_min_mhz", "sm_clock_median_mhz",

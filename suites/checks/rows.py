@@ -1,6 +1,6 @@
 """What the GPU check prints: rows, each one figure with its target, its verdict and where it was read from.
 
-Every reader of a step's results goes through `read_step` (reports.readback: the checked reader, journals of
+Every reader of a step's results goes through `read_step` (reports.format.readback: the checked reader, journals of
 killed runs included), so a row's `source` names the file and says when it was incomplete or warned about.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.readback import Run, read_run
+from reports.format.readback import Run, read_run
 
 ROW_PREFIX = "GPU_CHECK_ROW "  # a probe's stdout line that carries a row as JSON
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reports import strict_json
+from reports.format import strict_json
 from suites.checks.steps import StepPlan
 from suites.core import defaults
 

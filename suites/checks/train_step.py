@@ -1,7 +1,7 @@
 """gpu_check rows for the training-step suite: steps per second and MFU per precision, compile off and on, the
 measured AdamW bytes per parameter, and every step's wall time beside the device's busy time.
 
-Both readers take the results of their own step through reports.load: `train_step` (on CUDA GPT-2 124M's
+Both readers take the results of their own step through reports.format.load: `train_step` (on CUDA GPT-2 124M's
 baseline and precision cases eager, and bf16 compiled) and `train_step_compiled` (the other precisions
 compiled). `precision_grid` gives one row per model, precision and compile setting found (the `baseline` and
 `precision` levers), `steps_and_hosts` one row per measured step.

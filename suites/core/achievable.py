@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from reports import strict_json
+from reports.format import strict_json
 from suites.core import device as devices
 from suites.core import gemm
 from suites.core.cases import Case, Unsupported

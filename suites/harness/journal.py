@@ -2,7 +2,7 @@
 
 Why a journal: pytest-benchmark writes its JSON once, after the last test, so a run killed at minute 50 of 60
 (SIGKILL, the OOM killer) would keep nothing. The journal keeps every finished case; `python -m reports` reads
-it as a results file marked incomplete (reports/load.py, `read_journal`).
+it as a results file marked incomplete (reports/format/load.py, `read_journal`).
 
 Format (JSON Lines, each line strict JSON with its own `nonfinite`: docs/results.md): a header `{"journal": 2,
 "schema_version": 1, "machine_info": ..., "commit_info": ..., "datetime": ..., "version": ..., "writer": {"pid",
@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reports import strict_json
-from reports.schema import RESULTS_SCHEMA_VERSION
+from reports.format import strict_json
+from reports.format.schema import RESULTS_SCHEMA_VERSION
 
 SUFFIX = ".journal"
 VERSION = 2
@@ -94,7 +94,7 @@ def process_start(pid: int) -> float | None:
 
 
 def encode(line: dict) -> bytes:
-    """One line of strict JSON (reports/strict_json.py: json escapes every newline inside a string)."""
+    """One line of strict JSON (reports/format/strict_json.py: json escapes every newline inside a string)."""
     return (strict_json.dumps(line) + "\n").encode()
 
 

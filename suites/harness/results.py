@@ -41,8 +41,8 @@ import pytest
 from pytest_benchmark import __version__ as PYTEST_BENCHMARK_VERSION
 from pytest_benchmark.utils import SafeJSONEncoder, get_tag
 
-from reports import strict_json
-from reports.schema import RESULTS_SCHEMA_VERSION
+from reports.format import strict_json
+from reports.format.schema import RESULTS_SCHEMA_VERSION
 from suites.harness.journal import SUFFIX as JOURNAL_SUFFIX
 from suites.harness.journal import Journal, JournalBusy, fsync_dir
 

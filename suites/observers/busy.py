@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from reports.errors import InputError
-from reports.trace.events import read_trace
-from reports.trace.summary import summarize_trace
+from reports.format.errors import InputError
+from reports.format.kineto.events import read_trace
+from reports.format.kineto.summary import summarize_trace
 from suites.core.cases import Case, Workload
 from suites.core.runner import Extension, first_line
 from suites.observers.tracing import profile_calls

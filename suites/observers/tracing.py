@@ -3,7 +3,7 @@
 The workload is run again under the profiler with a wait/warm-up/active schedule: the first call is not
 recorded, the second is recorded and discarded (it pays for the profiler's own start-up), and the last three
 are kept, each marked `ProfilerStep#N`, with shapes recorded. The trace is written as a gzip Chrome trace named
-after the case id, and summarized by the same code as `python -m reports trace` (reports/trace/command.py, which never
+after the case id, and summarized by the same code as `python -m reports trace` (reports/trace.py, which never
 imports torch); the headline figures go into extra_info next to the trace's path.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from reports.errors import InputError
-from reports.trace.events import read_trace
-from reports.trace.summary import summarize_trace, summary_to_json
+from reports.format.errors import InputError
+from reports.format.kineto.events import read_trace
+from reports.format.kineto.summary import summarize_trace, summary_to_json
 from suites.core.cases import Case, Workload
 from suites.core.runner import Extension, first_line
 

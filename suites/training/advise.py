@@ -7,7 +7,7 @@ faster beyond the noise, measures that combination as one more case, and recomme
 setting that fits the memory budget and whose loss over the seeded steps stays finite and close to fp32's.
 
 It ranks only cases whose step time it can trust. A case measured under host contention (its timer includes
-the host: reports/change.py `host_disturbed`), one that did not converge or ran throttled (`change.doubts`)
+the host: reports/change.py `host_disturbed`), one that did not converge or ran throttled (`trust.doubts`)
 is measured once more (`remeasure.json`); if it still cannot be trusted it is left out of the ranking, and the
 report says which and why. A busy host moves whole windows of the sweep, which no quartile of one case shows:
 from a sweep on this project's loaded 2-core CPU whose every case was contended and unconverged, the rule
@@ -18,7 +18,7 @@ seeded step against fp32's at the same step (the same batch), measured in how fa
 the steps, so a batch that teaches the model nothing (fp32's loss rising) does not turn rounding into
 divergence.
 
-It reads the sweep's results through `reports.load` (the project's one checked reader), says every PROGRESS_S
+It reads the sweep's results through `reports.format.load` (the project's one checked reader), says every PROGRESS_S
 what it is doing (a slow factory, how many cases the sweep has finished), and its pytest child ends with it
 (suites/core/children.py): stopping advise never leaves a run measuring behind it.
 """
@@ -42,9 +42,9 @@ import pandas as pd
 import torch
 from tabulate import tabulate
 
-from reports import change
-from reports import load as results
-from reports.errors import InputError
+from reports.format import load as results
+from reports.format import trust
+from reports.format.errors import InputError
 from suites.core import children, profiles
 from suites.core import device as devices
 from suites.core.units import parse_bytes
@@ -108,11 +108,11 @@ def distrust(record: dict) -> str:
     (reports/change.py, `host_disturbed`), and the doubts compare has of one run's figure (`doubts`: not
     converged, throttled). The one rule of the reports, read from the same fields."""
     reasons = []
-    if change.host_disturbed(record):
+    if trust.host_disturbed(record):
         detail = record.get("contention")
         share = detail.get("share") if isinstance(detail, dict) else None
         reasons.append(f"host contention (share {share:.0%})" if isinstance(share, int | float) else "host contention")
-    return ", ".join(reasons + change.doubts(record, noise_measured=False))
+    return ", ".join(reasons + trust.doubts(record, noise_measured=False))
 
 
 def _row(record: dict) -> Row:

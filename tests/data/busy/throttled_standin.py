@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reports import strict_json
+from reports.format import strict_json
 from suites.observers.telemetry import Sample, power_energy, summarize
 
 INTERVAL_S = 0.02  # the default --bench-telemetry-interval-ms

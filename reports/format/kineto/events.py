@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from reports.errors import InputError
-from reports.trace.jsonstream import iter_trace_events
-from reports.validate import warn
+from reports.format.errors import InputError
+from reports.format.kineto.stream import iter_trace_events
+from reports.format.validate import warn
 
 # GPU event kinds, in the order of the per-kind codes stored in GpuEvents.kind.
 KERNEL, MEMCPY, MEMSET = 0, 1, 2

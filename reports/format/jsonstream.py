@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import IO, Any, NoReturn
 
-from reports.errors import InputError
+from reports.format.errors import InputError
 
 CHUNK_CHARS = 1 << 20
 _WHITESPACE = re.compile(r"[ \t\n\r]*")

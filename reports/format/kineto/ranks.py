@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from reports.trace.events import KERNEL, Trace
-from reports.trace.kernels import COMMUNICATION, classify_kernel
-from reports.trace.summary import union_length
+from reports.format.kineto.events import KERNEL, Trace
+from reports.format.kineto.kernels import COMMUNICATION, classify_kernel
+from reports.format.kineto.summary import union_length
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A Kineto trace is one JSON object whose `traceEvents` array holds almost all of its bytes; traces of hundreds of MB
 are common. `json.load` would hold the whole text and every event dict at once, so this reader walks the file with
-reports.jsonstream instead, and the caller sees each event dict just long enough to keep the few fields it needs.
+reports.format.jsonstream instead, and the caller sees each event dict just long enough to keep the few fields it needs.
 Any reading or decoding failure becomes `InputError` naming the file, never a traceback.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from reports.errors import InputError
-from reports.jsonstream import JsonStream
-from reports.validate import check_regular
+from reports.format.errors import InputError
+from reports.format.jsonstream import JsonStream
+from reports.format.validate import check_regular
 
 CHUNK_CHARS = 1 << 20
 # No single JSON value of a trace (one event, or a top-level field such as deviceProperties) comes near this;

@@ -21,15 +21,11 @@ matplotlib.use("Agg")
 
 import pandas as pd
 
-from reports.load import load, output_dir
-from reports.plots import attention as plot_attention
-from reports.plots import batch as plot_batch
-from reports.plots import conv as plot_conv
-from reports.plots import matmul as plot_matmul
-from reports.plots import roofline as plot_roofline
+from reports.format.load import load, output_dir
+from reports.plots import attention, batch, conv, matmul, roofline
 from reports.table import run_notes
 
-PLOTTERS: list = [plot_roofline, plot_matmul, plot_conv, plot_attention, plot_batch]
+PLOTTERS: list = [roofline, matmul, conv, attention, batch]
 
 
 def by_run(frame: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:

@@ -9,7 +9,7 @@ the field (and the case), and the value that cannot be right is left out rather 
 - JSON nested deeper than MAX_DEPTH, integers too long for Python's int parser, gzip-compressed or UTF-16 text
   are named as such; text holding a lone UTF-16 surrogate (`"\\ud800"`, which no terminal, file name or page
   can encode) is shown with U+FFFD in its place;
-- every field a report reads is checked against its type in reports.fields (`checked`): a time within
+- every field a report reads is checked against its type in reports.format.fields (`checked`): a time within
   a picosecond and 11 days, a figure a number, a flag true or false, a count a whole number, a date a date;
 - a measured entry's statistics must agree with each other (min <= q1 <= median <= q3 <= max, the mean within
   min and max): statistics that contradict each other are not shown, the case is `invalid` with why.
@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from reports.errors import InputError
-from reports.fields import Field
+from reports.format.errors import InputError
+from reports.format.fields import Field
 
 MAX_FILE_BYTES = 1 << 30  # results with a million raw samples per case are ~20 MB; traces of a few hundred MB
 MAX_DEPTH = 64  # pytest-benchmark files nest 5 deep, Kineto traces 4
@@ -183,7 +183,7 @@ def depth(value: Any) -> int:
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file, through every check above, whole (for small files; reports.load streams results)."""
+    """A JSON file, through every check above, whole (for small files; reports.format.load streams results)."""
     text = decode(path, read_bytes(path))
     if not text.strip():
         raise InputError(f"{path}: file is empty")
@@ -204,7 +204,7 @@ def without_surrogates(value: Any) -> tuple[Any, int]:
 
 
 class Node:
-    """A described field and the fields below it: reports.fields' dotted table as a tree, walked once per value
+    """A described field and the fields below it: reports.format.fields' dotted table as a tree, walked once per value
     (per entry of a million-case file: what a check needs is kept on the node)."""
 
     __slots__ = ("any", "check", "children", "expect", "field", "leaf", "open")

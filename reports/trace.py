@@ -2,12 +2,12 @@
 
 Per GPU device: span, busy, idle, compute and non-compute time, tensor-core share of gemm time, kernels by name
 and by class, the same per ProfilerStep; on the host: synchronizing calls and bytes copied to and from the device.
-Definitions are in reports/trace/summary.py; how kernels are classed is in reports/trace/kernels.py.
+Definitions are in reports/format/kineto/summary.py; how kernels are classed is in reports/format/kineto/kernels.py.
 
 `--json` prints one strict-JSON object (a figure that is not finite is null, listed under `nonfinite`:
 docs/results.md): for one FILE `{"file", "devices": [...], "host": {...}, "steps": [...],
 "message"}`; for several, `{"files": [that object per FILE, in order], "ranks": {...}}`: several files are read
-as the ranks of one run (reports/trace/ranks.py): one row per rank, the straggler, and the share of each rank's
+as the ranks of one run (reports/format/kineto/ranks.py): one row per rank, the straggler, and the share of each rank's
 communication kernels that overlaps its compute.
 """
 
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from reports import strict_json
-from reports.trace.events import read_trace
-from reports.trace.kernels import NAME_NOISE
-from reports.trace.ranks import RankSpread, spread
-from reports.trace.summary import (
+from reports.format import strict_json
+from reports.format.kineto.events import read_trace
+from reports.format.kineto.kernels import NAME_NOISE
+from reports.format.kineto.ranks import RankSpread, spread
+from reports.format.kineto.summary import (
     FIGURES,
     Breakdown,
     DeviceSummary,

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from reports.trace.events import DTOH, HTOD, KERNEL, MEMCPY, GpuEvents, Trace
-from reports.trace.kernels import CLASS_NAMES, COMMUNICATION, GEMM_SIMT, GEMM_TENSOR_CORE, classify_kernel
+from reports.format.kineto.events import DTOH, HTOD, KERNEL, MEMCPY, GpuEvents, Trace
+from reports.format.kineto.kernels import CLASS_NAMES, COMMUNICATION, GEMM_SIMT, GEMM_TENSOR_CORE, classify_kernel
 
 _CLASS_INDEX = {name: index for index, name in enumerate(CLASS_NAMES)}
 # The time figures of a device or step, in the order tables and JSON give them.

@@ -1,7 +1,7 @@
 """Every field of a results file that a report reads, with the type it must have and the column it becomes.
 
 Results come from other machines, other projects and hostile hands; a report acts on a field only after
-reports.validate has checked it against its entry here. A value of the wrong type is left out with a warning
+reports.format.validate has checked it against its entry here. A value of the wrong type is left out with a warning
 naming the file and the field (never a traceback, never a column taken over), and a field absent or `null` is
 simply not there (strict JSON writes a non-finite figure as `null`). Fields not listed are passed through as
 they are when they sit in `params` or `extra_info`, and ignored elsewhere: no report reads them.

@@ -10,12 +10,12 @@ A run's journal (`RESULTS.json.journal`, one JSON line per finished case, which 
 it goes and removes once the results file is whole) is read like a results file marked incomplete: it is what
 is left of a run that was killed outright.
 
-Every field read is checked against its type (reports.fields, through reports.validate). A column means one
-thing: the run's columns and the loader's own (`fields.RESERVED`) are never taken by a `params` or `extra_info`
-key, which is loaded as `param_KEY` or `extra_KEY` instead, and a param named like an extra_info field the reports
-read (`tflops`, `stop_reason`) takes that column only where both hold the same value.
+Every field read is checked against its type (reports.format.fields, through reports.format.validate). A column
+means one thing: the run's columns and the loader's own (`fields.RESERVED`) are never taken by a `params` or
+`extra_info` key, which is loaded as `param_KEY` or `extra_KEY` instead, and a param named like an extra_info field
+the reports read (`tflops`, `stop_reason`) takes that column only where both hold the same value.
 
-Memory stays bounded on huge files: each file is decoded entry by entry (reports.jsonstream), rows are kept as
+Memory stays bounded on huge files: each file is decoded entry by entry (reports.format.jsonstream), rows are kept as
 one list per column, repeated short text is stored once, and raw samples (`stats.data`, the bulk of most files,
 which only `compare` reads) are loaded only when asked for.
 
@@ -33,11 +33,11 @@ from typing import IO, Any
 
 import pandas as pd
 
-from reports import fields, strict_json, validate
-from reports.errors import InputError
-from reports.identity import identity_fields
-from reports.jsonstream import JsonStream
-from reports.validate import warn
+from reports.format import fields, strict_json, validate
+from reports.format.errors import InputError
+from reports.format.identity import identity_fields
+from reports.format.jsonstream import JsonStream
+from reports.format.validate import warn
 
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "machine_id", "group", "name", "fullname", "case",
                "status"]
@@ -218,7 +218,7 @@ class Document:
 def device_name(machine_info: dict) -> str:
     """The device, and with several ranks how many (`... x 16 ranks on 2 nodes`): a run under torchrun is one
     machine whose identity includes its world size, never compared as if it were one device.
-    (machine_info as reports.validate.checked gives it: every field of its type.)"""
+    (machine_info as reports.format.validate.checked gives it: every field of its type.)"""
     name = single_device_name(machine_info)
     dist = machine_info.get("distributed", {})
     world, nodes = dist.get("world_size", 1), dist.get("nodes", 1)
@@ -263,7 +263,7 @@ def run_fields(path: Path, top: dict) -> dict:
 def read_json(path: Path) -> dict:
     """A results file or journal as one document, as written: `benchmarks`, `not_measured` and its other
     top-level fields (a journal's as the results file its run did not write, marked incomplete). For a program
-    reading back a run it started (reports.readback); the checked view of the entries is `load`'s frame."""
+    reading back a run it started (reports.format.readback); the checked view of the entries is `load`'s frame."""
     document = Document(path)
     data: dict[str, Any] = {key: [] for key in ENTRY_LISTS}
     for key, entry in document.entries():

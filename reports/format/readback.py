@@ -2,7 +2,7 @@
 
 The run may have ended any way: whole, stopped at a timeout (the file is written and marked incomplete), killed
 outright (only its journal `NAME.json.journal` is left), or not at all (no file). `read_run` takes whichever is
-there through `reports.load` (the one checked reader: regular files only, bounded size, typed figures, journals
+there through `reports.format.load` (the one checked reader: regular files only, bounded size, typed figures, journals
 read as incomplete runs) and keeps, beside the cases, the run's `machine_info`, why it is incomplete, the
 warnings the load printed, and which file was read, so every figure taken from it can say where it came from.
 """
@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import load
-from reports.errors import InputError
+from reports.format import load
+from reports.format.errors import InputError
 
 
 @dataclass
 class Run:
-    """The cases of one results file (one dict per case, measured or not, with reports.load's columns and no
+    """The cases of one results file (one dict per case, measured or not, with reports.format.load's columns and no
     missing values), its machine_info, and where it came from."""
 
     path: Path

@@ -1,0 +1,1 @@
+"""Chrome/Kineto traces of torch.profiler: streamed events, kernel classes, the summary, several ranks."""
