@@ -1,6 +1,6 @@
 """A small convolutional classifier written in plain torch: the first worked example of docs/your_model.md.
 
-`python -m suites.advise examples.conv_model:make_model --device cpu` (the batch factory defaults to
+`python -m suites advise examples.conv_model:make_model --device cpu` (the batch factory defaults to
 `make_batch` of the same module). The model takes a tuple batch (images, labels) as two positional arguments
 and returns a tuple (logits, loss); the suite takes the loss from the tuple's one scalar.
 """

@@ -1,7 +1,7 @@
 """A Hugging Face transformers GPT-2 built from a config (no weights downloaded): the second worked example of
 docs/your_model.md. Needs the optional extra: `pip install -e '.[hf]'`.
 
-`python -m suites.advise examples.hf_model:make_model --device cpu`. The batch is a dict (passed as keyword
+`python -m suites advise examples.hf_model:make_model --device cpu`. The batch is a dict (passed as keyword
 arguments) with `labels`, so the model returns a ModelOutput whose `loss` field is the loss.
 """
 

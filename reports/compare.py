@@ -62,7 +62,7 @@ from reports.format import identity, strict_json, trust
 from reports.format.errors import InputError
 from reports.format.load import load, warn
 from reports.format.schema import COMPARE_SCHEMA_VERSION
-from reports.table import fit, format_time, terminal_width
+from reports.text import fit, format_time, percent, probability, terminal_width
 
 DEFAULT_ALPHA = 0.01  # many cases are tested per run: a strict level keeps false alarms rare
 CLOCK_NOTE_PCT = 3.0  # a difference of median SM clock that can explain a change of time of the same order
@@ -566,29 +566,6 @@ def parse_group_thresholds(items: list[str]) -> dict[str, float]:
         if not group:
             raise InputError(f"--threshold-group {item!r}: expected GROUP=PERCENT, e.g. attention=10")
     return out
-
-
-def percent(text: str) -> float:
-    """An option's minimum effect: a finite percentage >= 0 (`nan` would make every comparison false: a pass)."""
-    value = _number(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite percentage >= 0")
-    return value
-
-
-def probability(text: str) -> float:
-    """A significance level strictly between 0 and 1."""
-    value = _number(text)
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a significance level between 0 and 1, e.g. 0.01")
-    return value
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,10 +27,9 @@ from matplotlib.patches import Patch
 from reports import marks
 from reports.format.errors import InputError
 from reports.format.load import load, output_dir
-from reports.history import slug
 from reports.plots import effects
 from reports.plots.style import hatch_bar, hatched_entry, text
-from reports.table import axes_of, fit, fitted, format_time, run_notes, terminal_width, with_legend
+from reports.text import axes_of, fit, fitted, format_time, run_notes, slug, terminal_width, with_legend
 
 FIGURES = ["system", "time", marks.COLUMN, "tflops", "pct_peak", "pct_achievable", "busbw_gbps", "scaling_efficiency",
            "speedup"]

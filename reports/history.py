@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,12 +28,11 @@ import pandas as pd
 from tabulate import tabulate
 
 from reports import marks
-from reports.compare import percent
 from reports.format.errors import InputError
 from reports.format.load import load, output_dir
 from reports.plots.style import hollow_entry, hollow_points, text
 from reports.stats import MIN_RUNS, LevelShift, fitted, steps
-from reports.table import format_time
+from reports.text import format_time, percent, slug
 
 
 @dataclass
@@ -109,11 +107,6 @@ def legend(found: list[Trend]) -> str:
     """The legend of the marks the listed cases' runs carry, under the table."""
     key = marks.legend(marks.present(m for t in found for m in t.runs["marks"]))
     return f"{key} (a mark counts the case's runs that carry one)" if key else ""
-
-
-def slug(text: str) -> str:
-    """A file-name-safe version of a case id or device name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120]
 
 
 def file_stem(*names: str) -> str:

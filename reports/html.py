@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import change, hardware, levers, marks, plot
-from reports import peaks as device_peaks
+from reports import change, device_peaks, hardware, levers, marks, plot
 from reports.format.load import load, output_dir, runs, warn
 from reports.plots import effects
-from reports.table import constant_columns, group_table, not_measured, run_notes, with_run
+from reports.table import group_table, with_run
+from reports.text import constant_columns, not_measured, run_notes
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1300px; }

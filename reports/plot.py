@@ -23,7 +23,7 @@ import pandas as pd
 
 from reports.format.load import load, output_dir
 from reports.plots import attention, batch, conv, matmul, roofline
-from reports.table import run_notes
+from reports.text import run_notes
 
 PLOTTERS: list = [roofline, matmul, conv, attention, batch]
 

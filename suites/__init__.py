@@ -10,13 +10,11 @@ Each sub-package holds one role; a module finds its room by what it is, and impo
   May import `core` and `observers`, never a suite.
 - `ops` and `training`: the suites, what they build and check (matmul, conv, attention; the training step,
   its models, data, batch search, numerics). May import `core`; `training` may import `ops`, not the reverse.
-- `checks`: the GPU-box check and its per-suite rows, cross-checks against peer tools. May import anything above.
+- `gpu_check`: the GPU-box check and its per-suite rows, cross-checks against peer tools. May import anything above.
 
-Of `reports`, any package may import the JSON every writer of the project uses (`reports.format.strict_json`,
-`reports.format.schema`: standard library only), its readers (`reports.format.load` for results files, the torch-free
-trace reader), and the one rule of what a run's figure can be trusted for (`reports.change`: host contention
-where the timer holds the host, not converged, throttled), which the training advisor applies to its sweeps;
-never a report (tables, plots, verdicts).
+Of `reports`, any package may import the results format (`reports.format`: the strict JSON every writer uses,
+the schema version, the loader of results files and journals, the read-back of a run, the rule of what a run's
+figure can be trusted for, the torch-free trace reader); never a report command (tables, plots, verdicts).
 
-`python -m suites.gpu_check` and `python -m suites.crosscheck` are entry points kept at this level.
+`python -m suites COMMAND` (suites/__main__.py) runs the commands: `gpu_check`, `crosscheck`, `advise`.
 """

@@ -18,7 +18,7 @@ from suites.core import achievable, profiles
 from suites.core.cases import Case, Unsupported
 from suites.core.runner import CaseResult
 from suites.core.timing import Measurement, StopRule
-from suites.harness.session import BenchSession
+from suites.harness.bench_session import BenchSession
 from tests.runs import run_bench
 
 CPU = torch.device("cpu")
@@ -298,7 +298,6 @@ def test_matmul(device_bench):
 @pytest.mark.slow
 def test_a_device_bench_test_never_starts_a_search_unless_the_option_is_given(tmp_path):
     from tests.test_plugin_guest import host, run
-
     repo = host(tmp_path, test_mine=DEVICE_BENCH_WITH_FLOPS)
     cache = tmp_path / "cache"
 

@@ -1,4 +1,4 @@
-"""`python -m suites.advise` as a command: what it says while it works, what it refuses, and that its pytest child
+"""`python -m suites advise` as a command: what it says while it works, what it refuses, and that its pytest child
 never outlives it; and the recommendation's refusal of a setting whose loss is not finite."""
 
 import dataclasses
@@ -114,7 +114,7 @@ def test_a_child_never_outlives_its_parent(sig):
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the child's pid from /proc")
 def test_stopping_advise_stops_its_pytest_child(tmp_path):
-    proc = start_python("-m", "suites.advise", *DICT_MODEL, "--out", str(tmp_path))
+    proc = start_python("-m", "suites", "advise", *DICT_MODEL, "--out", str(tmp_path))
     deadline, child = time.monotonic() + 120, None
     while child is None and time.monotonic() < deadline:
         pids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()

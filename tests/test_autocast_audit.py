@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from suites.core.runner import execute
-from suites.harness.session import SMOKE
+from suites.harness.bench_session import SMOKE
 from suites.training import autocast_audit, numerics
 from suites.training.autocast_audit import Auditor, DtypeRecorder, OpSummary, is_matmul, summarize, violations
 from suites.training.model_spec import ModelSpec

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from suites.core.contention import (
+from suites.core.host_load import (
     CONTENDED_SHARE,
     RESCAN_SAMPLES,
     RUN_DELAY_SHARE,

@@ -6,7 +6,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from suites.core.cases import Unsupported
 from suites.core.runner import execute
-from suites.harness.session import SMOKE
+from suites.harness.bench_session import SMOKE
 from suites.ops import conv
 from suites.ops.passes import run_pass, worst_error
 
@@ -111,7 +111,6 @@ def test_plot_writes_one_png_per_pass(tmp_path):
     import pandas as pd
 
     from reports.plots import conv as plot_conv
-
     frame = pd.DataFrame([{"group": "conv", "device": "cpu", "median_s": 1e-3 * (i + 1), **c.params}
                           for i, c in enumerate(conv.cases("quick")) if c.params["dtype"] != "tf32"])
     paths = plot_conv.plots(frame, tmp_path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suites.checks.crosscheck import Agreement, Clocked, clocked
+from suites.gpu_check.crosscheck import Agreement, Clocked, clocked
 from suites.ops import matmul
 
 

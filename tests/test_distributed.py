@@ -11,8 +11,7 @@ import torch
 from suites.core.cases import Unsupported
 from suites.core.profiles import rules
 from suites.core.timing import Measurement, measure
-from suites.distributed import collectives
-from suites.distributed import train_step as dist_train_step
+from suites.distributed import collectives, parallel_step
 from suites.harness import distributed
 from tests.runs import run_torchrun
 
@@ -95,7 +94,7 @@ def test_without_a_process_group_the_cases_say_how_to_launch():
     with pytest.raises(Unsupported, match="torchrun --nproc-per-node"):
         case.build(torch.device("cpu"))
     with pytest.raises(Unsupported, match="torchrun"):
-        dist_train_step.cases("quick")[2].build(torch.device("cpu"))
+        parallel_step.cases("quick")[2].build(torch.device("cpu"))
 
 
 def test_every_collective_and_size_in_the_sweep():
@@ -194,7 +193,7 @@ def test_ddp_and_fsdp_steps_with_bytes_per_param_per_rank(tmp_path):
     assert proc.returncode == 0, proc.tail()
     run = proc.json
     found = {b["params"]["lever"] + "/" + b["params"]["strategy"]: b["extra_info"] for b in run["benchmarks"]}
-    unsupported = dist_train_step.fsdp_unsupported(torch.device("cpu"))  # torch 2.6: FSDP2 cannot run on a CPU
+    unsupported = parallel_step.fsdp_unsupported(torch.device("cpu"))  # torch 2.6: FSDP2 cannot run on a CPU
     if unsupported:
         assert [e["extra_info"]["reason"] for e in run["not_measured"]] == [f"rank 0: {unsupported}"]
     measured = {"baseline/local", "bucket_view/ddp"} | (set() if unsupported else {"baseline/fsdp"})

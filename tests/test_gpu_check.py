@@ -22,13 +22,15 @@ from pathlib import Path
 import pytest
 
 from reports.format.readback import read_run
-from suites.checks import attention as attention_rows
-from suites.checks import batch_size as batch_rows
-from suites.checks import conv as conv_rows
-from suites.checks import gpu_check
-from suites.checks import train_step as train_rows
-from suites.checks.bounded import TERM_GRACE_S
-from suites.checks.gpu_check import (
+from suites.core import profiles
+from suites.core.precision import DTYPES
+from suites.gpu_check import attention as attention_rows
+from suites.gpu_check import batch_size as batch_rows
+from suites.gpu_check import command
+from suites.gpu_check import conv as conv_rows
+from suites.gpu_check import train_step as train_rows
+from suites.gpu_check.bounded import TERM_GRACE_S
+from suites.gpu_check.command import (
     DEFAULT_BUDGET_S,
     READ_MARGIN_S,
     SPARE_SHARE,
@@ -39,9 +41,9 @@ from suites.checks.gpu_check import (
     skip_reason,
     step_timeout,
 )
-from suites.checks.profiling import TRACE_DTYPES
-from suites.checks.rows import Row
-from suites.checks.steps import (
+from suites.gpu_check.profiling import TRACE_DTYPES
+from suites.gpu_check.rows import Row
+from suites.gpu_check.steps import (
     COMPILE_GRAPH_S,
     COMPILER_START_S,
     FIRST_CONTACT,
@@ -53,8 +55,6 @@ from suites.checks.steps import (
     Estimate,
     StepPlan,
 )
-from suites.core import profiles
-from suites.core.precision import DTYPES
 from tests.runs import call_in_process, run_python, start_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def test_what_users_need_runs_first_and_fits_a_first_session_of_420_s():
     assert all(at_420[name] is None for name in FIRST_CONTACT), at_420
     left_out = [name for name, why in at_420.items() if why]
     assert left_out == ["batch_size", "train_step_compiled", "achievable"]
-    shown = call_in_process(gpu_check.main, "--plan", "--device", "cuda", "--budget-s", "420").stdout
+    shown = call_in_process(command.main, "--plan", "--device", "cuda", "--budget-s", "420").stdout
     assert ("Left out for time: batch_size (74 s), train_step_compiled (189 s), achievable (55 s); --budget-s 830 "
             "schedules every step with 15% spare.") in shown
 
@@ -132,7 +132,7 @@ def test_what_users_need_runs_first_and_fits_a_first_session_of_420_s():
 def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
     out = tmp_path / "never"
     for device in ("cuda", "cpu"):
-        proc = call_in_process(gpu_check.main, "--plan", "--device", device, "--budget-s", "420", "--out", str(out))
+        proc = call_in_process(command.main, "--plan", "--device", device, "--budget-s", "420", "--out", str(out))
         assert proc.returncode == 0, proc.stderr
         for name in STEP_NAMES:
             assert name in proc.stdout
@@ -140,14 +140,14 @@ def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
         assert f"{scheduled} of {len(STEPS)} steps scheduled on {device}" in proc.stdout
         assert "what it rests on" in proc.stdout and "reasoned" in proc.stdout
     assert not out.exists()
-    default = call_in_process(gpu_check.main, "--plan", "--device", "cuda")
+    default = call_in_process(command.main, "--plan", "--device", "cuda")
     assert f"{len(STEPS)} of {len(STEPS)} steps scheduled on cuda (full profile), about 700 s of a 900 s budget " \
            "(22 % spare)" in default.stdout
     assert "Left out" not in default.stdout
 
 
 def test_the_docs_table_gives_each_steps_estimate():
-    readme = (ROOT / "docs" / "gpu_check.md").read_text()
+    readme = (ROOT / "docs" / "command.md").read_text()
     for step in STEPS:
         row = next(line for line in readme.splitlines() if line.startswith(f"| {step.name} |"))
         assert f"| {step.plans['cuda'].estimate.seconds:.0f} s |" in row, row
@@ -313,14 +313,14 @@ def test_the_stopping_summary_counts_host_bound_cases_and_dropped_samples(tmp_pa
         data["benchmarks"][0]["extra_info"] |= {"host_bound": True, "dropped_samples": 3}
 
     edit(out / "matmul.json", one_host_bound)
-    stopped = load_function("suites.checks.matmul:how_cases_stopped")(out, "matmul")
+    stopped = load_function("suites.gpu_check.matmul:how_cases_stopped")(out, "matmul")
     assert stopped[1].value.startswith("1 (matmul/square/256x256x256/") and stopped[1].value.endswith("), 3")
 
 
 def test_an_incomplete_results_file_says_so_in_every_row(tmp_path):
     out = copy_data(tmp_path)
     edit(out / "numerics.json", lambda data: data.update(incomplete=True, incomplete_reason="stopped by SIGTERM"))
-    rows = load_function("suites.checks.numerics:ran_once")(out, "numerics")
+    rows = load_function("suites.gpu_check.numerics:ran_once")(out, "numerics")
     assert rows and all(r.source == "numerics.json (incomplete: stopped by SIGTERM)" for r in rows)
     assert read_run(out / "numerics.json").incomplete_reason == "stopped by SIGTERM"
 
@@ -331,8 +331,7 @@ def cuda_case(status: str = "ok", **fields) -> dict:
 
 
 def test_the_float8_rung_of_the_ladder_says_it_is_the_accurate_accumulations():
-    from suites.checks import matmul as matmul_rows
-
+    from suites.gpu_check import matmul as matmul_rows
     fp8 = cuda_case(dtype="float8_e4m3fn", case="matmul/square/4096x4096x4096/float8_e4m3fn", tflops=1200.0,
                     pct_peak=60.6, fast_accum=False)
     bf16 = cuda_case(dtype="bfloat16", case="matmul/square/4096x4096x4096/bfloat16", tflops=700.0, pct_peak=70.8)
@@ -390,9 +389,8 @@ def test_the_largest_batches_of_a_real_search_and_of_its_journal(tmp_path):
 
 
 def test_searched_peaks_are_held_below_the_datasheet_and_a_missing_dtype_fails():
-    from suites.checks import matmul as matmul_rows
     from suites.core import achievable
-
+    from suites.gpu_check import matmul as matmul_rows
     found = achievable.Found(800e12, "8192x8192x8192", "searched", 12, 20.0)
     peaks = achievable.Peaks(flops={"bfloat16": found, "float8_e4m3fn": achievable.Found(2e15, "x", "s", 3, 20.0)},
                              missing={"float16": "no float16 gemm of the grid fits"})
@@ -407,9 +405,8 @@ def test_searched_peaks_are_held_below_the_datasheet_and_a_missing_dtype_fails()
 def test_a_searched_peak_below_a_measured_case_says_so(tmp_path):
     """The short search can miss the shape a case of the matmul step ran faster: the row says the roof is at least
     what was measured, from the matmul step's real results."""
-    from suites.checks import matmul as matmul_rows
     from suites.core import achievable
-
+    from suites.gpu_check import matmul as matmul_rows
     shutil.copy(DATA / "matmul.json", tmp_path / "matmul.json")
     measured = matmul_rows.measured_best(tmp_path)
     fastest, case = measured["float32"]
@@ -428,21 +425,21 @@ def test_a_searched_peak_below_a_measured_case_says_so(tmp_path):
                                   ("--budget-s", "1e9"), ("--progress-s", "0"), ("--only", "matmul,nonsense"),
                                   ("--device", "tpu"), ("--device", "cuda:7")])
 def test_a_bad_command_line_is_one_line_and_exit_2(args, tmp_path, capsys):
-    assert gpu_check.main(["--device", "cpu", "--out", str(tmp_path / "out"), *args]) == 2
+    assert command.main(["--device", "cpu", "--out", str(tmp_path / "out"), *args]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
     assert not (tmp_path / "out").exists()
 
 
 def test_a_budget_that_runs_nothing_names_what_would_fit(tmp_path, capsys):
-    assert gpu_check.main(["--device", "cpu", "--budget-s", "30", "--out", str(tmp_path)]) == 2
+    assert command.main(["--device", "cpu", "--budget-s", "30", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("error: --budget-s 30: no step fits; the smallest needs about")
 
 
 def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     for out in (tmp_path / "file", tmp_path / "file" / "sub", tmp_path / ("x" * 300)):
-        assert gpu_check.main(["--device", "cpu", "--out", str(out)]) == 2
+        assert command.main(["--device", "cpu", "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: --out {out}") and len(err.strip().splitlines()) == 1
 
@@ -455,9 +452,9 @@ def test_outside_a_checkout_the_check_says_it_needs_one(tmp_path, monkeypatch):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: gpu_check runs the bench files and tools of a checkout")
     assert len(proc.stderr.strip().splitlines()) == 1
-    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    monkeypatch.setattr(command, "ROOT", tmp_path)
     with pytest.raises(UsageError, match=r"has no bench, tools, conftest\.py"):
-        gpu_check.checkout()
+        command.checkout()
 
 
 # --- running: progress, children ended with the check, a budgeted run ------------------------------------------

@@ -20,7 +20,7 @@ ALLOWED = {
     "ops": {"core"},
     "training": {"core", "ops"},
     "distributed": {"core", "training"},
-    "checks": {"core", "observers", "harness", "ops", "training"},
+    "gpu_check": {"core", "observers", "harness", "ops", "training"},
 }
 
 
@@ -43,8 +43,14 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for top in ("suites", "reports") for p in (ROOT / top).rglob("*.py")}
 
 
+def test_every_package_of_suites_has_its_rule():
+    found = {p.name for p in (ROOT / "suites").iterdir() if (p / "__init__.py").is_file()}
+    assert found == set(ALLOWED)
+
+
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_a_package_imports_only_what_its_role_allows(package):
+    assert (ROOT / "suites" / package).is_dir(), f"suites/{package} is gone: the rule names a package that is not"
     for path in (ROOT / "suites" / package).glob("*.py"):
         used = {name.split(".")[1] for name in imports_of(path) if name.startswith("suites.") and
                 name.split(".")[1] in ALLOWED}
@@ -85,6 +91,17 @@ def test_the_results_format_imports_no_report():
     for name in JSON_ENCODING:
         third_party = {n.split(".")[0] for n in imports_of(MODULES[name])} - set(sys.stdlib_module_names)
         assert third_party <= {"__future__"}, f"{name} imports {sorted(third_party)}"
+
+
+def test_a_report_command_imports_no_other_but_the_page_of_all_of_them():
+    """The commands share helpers through reports.text and the other shared modules, never through a command
+    (html -> hardware -> history -> compare -> table was a chain of helpers); `html` is the page of all of them."""
+    from reports.__main__ import COMMANDS
+
+    commands = set(COMMANDS.values())
+    for name in commands - {"reports.html"}:
+        used = {n for n in imports_of(MODULES[name]) if n in commands and n != name}
+        assert not used, f"{name} imports the commands {sorted(used)}"
 
 
 def test_no_import_cycles():
@@ -140,3 +157,25 @@ def test_the_plugin_and_its_options_import_nothing_heavy():
     proc = run_python("-c", code, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"
+
+
+# A suite's per-role modules: the suite itself (suites/ops, training, distributed), its rows of the GPU check
+# (suites/gpu_check), its pictures (reports/plots), its bench file and its tests. Each role holds one of them.
+SUITE_ROLES = {"suite": ("suites/ops", "suites/training", "suites/distributed"), "gpu_check": ("suites/gpu_check",),
+               "plots": ("reports/plots",), "bench": ("bench",), "tests": ("tests",)}
+
+
+def test_no_two_modules_share_a_name_but_a_suites_per_role_modules():
+    """One name, one thing: `train_step` was the training suite, the DDP/FSDP2 suite and the GPU check's rows."""
+    suites_benched = {p.stem.removeprefix("test_") for p in (ROOT / "bench").glob("test_*.py")}
+    found: dict[str, list[Path]] = {}
+    for top in ("suites", "reports", "bench", "tools", "tests"):
+        for path in (ROOT / top).rglob("*.py"):
+            if path.stem not in ("__init__", "__main__", "conftest") and "data" not in path.relative_to(ROOT).parts:
+                found.setdefault(path.stem, []).append(path.relative_to(ROOT))
+    for stem, paths in sorted(found.items()):
+        if len(paths) == 1:
+            continue
+        assert stem.removeprefix("test_") in suites_benched, f"{stem}: {[str(p) for p in paths]}"
+        roles = [next(role for role, dirs in SUITE_ROLES.items() if str(p.parent) in dirs) for p in paths]
+        assert len(roles) == len(set(roles)), f"{stem}: two in one role: {[str(p) for p in paths]}"

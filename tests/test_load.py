@@ -11,7 +11,6 @@ import pytest
 
 from reports.__main__ import main
 from reports.format import jsonstream
-from reports.format import load as load_module
 from reports.format.errors import InputError
 from reports.format.load import load
 from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
@@ -240,7 +239,7 @@ def test_more_cases_than_a_report_holds_are_refused_with_the_numbers(tmp_path, m
     """Even inside a folder: skipping the file would hide it, reading on would fill the memory."""
     shutil.copy(RUN_A, tmp_path / "a.json")
     shutil.copy(RUN_B, tmp_path / "b.json")
-    monkeypatch.setattr(load_module, "MAX_ROWS", len(load([RUN_A])) + 5)
+    monkeypatch.setattr("reports.format.load.MAX_ROWS", len(load([RUN_A])) + 5)
     assert main(["table", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"error: {tmp_path / 'b.json'}: at its case 6, over the ") and "GB as a table" in line

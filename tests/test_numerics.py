@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from suites.core.runner import execute
-from suites.harness.session import SMOKE
+from suites.harness.bench_session import SMOKE
 from suites.training import numerics
 from suites.training.numerics import (
     accumulate,

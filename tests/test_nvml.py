@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from suites.core import device as devices
-from suites.core import nvml, peaks
+from suites.core import devices, nvml, peaks
 from tests.runs import run_pytest_in_process
 
 GPU_UUID = "2f4a7d3c-1b0e-4c5d-9e8f-0a1b2c3d4e5f"
@@ -211,13 +210,12 @@ def test_the_reason_names_the_cuda_the_wheel_needs_or_what_else_failed():
 
 @no_gpu_torch
 def test_gpu_check_refuses_to_plan_or_run_the_cpu_on_a_gpu_box_unless_told(gpu_box, tmp_path, capsys):
-    from suites.checks import gpu_check
-
+    from suites.gpu_check import command
     for args in (["--plan"], ["--plan", "--device", "auto"], ["--device", "cuda", "--out", str(tmp_path / "o")]):
-        assert gpu_check.main(args) == 2
+        assert command.main(args) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "NVML sees 1 GPU (NVIDIA H200)" in err, err
-    assert gpu_check.main(["--plan", "--device", "cpu"]) == 0
+    assert command.main(["--plan", "--device", "cpu"]) == 0
     assert not (tmp_path / "o").exists()
 
 

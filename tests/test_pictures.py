@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from reports import hardware, peaks
+from reports import device_peaks, hardware
 from reports.__main__ import main
 from reports.format.load import load
 from reports.plots import effects, matmul, roofline
@@ -26,9 +26,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def test_peaks_are_the_runs_achievable_figures():
     info = read(RUN)["machine_info"]["achievable"]
-    table = peaks.peaks(load([RUN]))
+    table = device_peaks.peaks(load([RUN]))
     assert set(table["kind"]) == {"achievable"}  # a CPU has no datasheet entry
-    found = peaks.of(table, load([RUN])["device"].iloc[0], "achievable")
+    found = device_peaks.of(table, load([RUN])["device"].iloc[0], "achievable")
     assert found == {**{d: f["value"] for d, f in info["flops"].items()}, "bandwidth": info["bandwidth"]["value"]}
 
 
@@ -42,10 +42,10 @@ def test_a_gpu_runs_datasheet_peaks_are_read_and_the_best_achievable_over_runs_i
     better["machine_info"]["achievable"]["flops"]["bfloat16"]["value"] = 8.5e14
     better["datetime"] = "2000-01-01T00:00:00+00:00"  # the older run has the better search
     frame = load([write(copy, tmp_path / "a.json"), write(better, tmp_path / "b.json")])
-    table = peaks.peaks(frame)
-    assert peaks.of(table, "fixture GPU", "datasheet") == {"bfloat16": 9.9e14}  # no value, no row
-    assert peaks.of(table, "fixture GPU", "achievable")["bfloat16"] == 8.5e14
-    shown = peaks.readable(table)
+    table = device_peaks.peaks(frame)
+    assert device_peaks.of(table, "fixture GPU", "datasheet") == {"bfloat16": 9.9e14}  # no value, no row
+    assert device_peaks.of(table, "fixture GPU", "achievable")["bfloat16"] == 8.5e14
+    shown = device_peaks.readable(table)
     assert "990 TFLOP/s" in set(shown["peak"]) and "850 TFLOP/s" in set(shown["peak"])
 
 
@@ -81,7 +81,7 @@ def test_a_roofline_without_peaks_names_no_roof_and_keeps_its_title_lines():
     frame = load([RUN_1THREAD])
     rows = roofline.points(frame)
     device = rows["device"].iloc[0]
-    fig = roofline.draw(rows, device, peaks.peaks(frame), 0)
+    fig = roofline.draw(rows, device, device_peaks.peaks(frame), 0)
     assert not any("roof" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
     assert fig._suptitle.get_text().split("\n")[:2] == [f"roofline on {device}", "no bandwidth peak recorded: no roofs"]
 
@@ -112,7 +112,7 @@ def test_peaks_of_a_file_that_vanished_are_a_warning(tmp_path, capsys):
     path = write(read(RUN), tmp_path / "gone.json")
     frame = load([path])
     path.unlink()
-    assert peaks.peaks(frame).empty
+    assert device_peaks.peaks(frame).empty
     assert "warning: peaks of" in capsys.readouterr().err
 
 

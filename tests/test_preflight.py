@@ -6,7 +6,7 @@ import importlib.metadata
 
 import torch
 
-from suites.checks import preflight
+from suites.gpu_check import preflight
 
 
 def test_preflight_names_every_library_with_its_installed_version(tmp_path):

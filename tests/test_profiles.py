@@ -5,8 +5,7 @@ import json
 import pytest
 
 from suites.core.profiles import NAMES, RULES, Profile, rules, search_plan, searches_serving
-from suites.distributed import collectives
-from suites.distributed import train_step as dist_train_step
+from suites.distributed import collectives, parallel_step
 from suites.ops import conv, matmul
 from suites.training import autocast_audit, batch_size, numerics, train_step
 
@@ -15,7 +14,7 @@ TABLES = {"matmul.SHAPES": matmul.SHAPES, "matmul.LEVER_SHAPES": matmul.LEVER_SH
           "train_step.PROFILES": train_step.PROFILES,
           "batch_size.PROFILES": batch_size.PROFILES, "numerics.MODELS": numerics.MODELS,
           "autocast_audit.MODELS": autocast_audit.MODELS, "collectives.SIZES": collectives.SIZES,
-          "distributed.train_step.SMALL_BUCKET_MB": dist_train_step.SMALL_BUCKET_MB}
+          "distributed.train_step.SMALL_BUCKET_MB": parallel_step.SMALL_BUCKET_MB}
 
 
 def test_a_profile_is_its_plain_name_wherever_it_goes():

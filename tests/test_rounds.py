@@ -11,8 +11,8 @@ import torch
 
 from suites.core.profiles import RULES, Profile
 from suites.core.timing import rel_iqr
-from suites.harness.rounds import MAX_ROUNDS, earlier_measurements, in_rounds, measure_rounds, merge, round_order
-from suites.harness.session import BenchSession, measure_once
+from suites.harness.bench_rounds import MAX_ROUNDS, earlier_measurements, in_rounds, measure_rounds, merge, round_order
+from suites.harness.bench_session import BenchSession, measure_once
 from suites.ops import matmul
 from suites.training import numerics
 from tests.runs import run_bench, run_pytest, run_pytest_in_process

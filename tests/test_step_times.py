@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from suites.checks import gpu_check
-from suites.checks.bounded import Finished
-from suites.checks.gpu_check import StepRun, learn, plan
-from suites.checks.step_times import KEEP_RUNS, StepTimes, file_for, plan_key
-from suites.checks.steps import PROFILE, STEPS
+from suites.gpu_check import command
+from suites.gpu_check.bounded import Finished
+from suites.gpu_check.command import StepRun, learn, plan
+from suites.gpu_check.step_times import KEEP_RUNS, StepTimes, file_for, plan_key
+from suites.gpu_check.steps import PROFILE, STEPS
 from tests.runs import call_in_process, run_python
 
 DATA = Path(__file__).resolve().parent / "data" / "gpu_check_cpu"
@@ -85,10 +85,10 @@ def test_a_file_that_cannot_be_used_is_one_warning_and_no_times(tmp_path, conten
 
 def test_plan_with_an_unusable_file_warns_in_one_line_and_still_plans(tmp_path):
     directory = tmp_path / "times"
-    gpu_check_identity = gpu_check.identity("cpu")
+    gpu_check_identity = command.identity("cpu")
     file_for(directory, gpu_check_identity).parent.mkdir(parents=True)
     file_for(directory, gpu_check_identity).mkdir()  # a directory where the file should be: OSError on read
-    proc = call_in_process(gpu_check.main, "--plan", "--device", "cpu", "--times-cache", str(directory))
+    proc = call_in_process(command.main, "--plan", "--device", "cpu", "--times-cache", str(directory))
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("warning: ")
     assert "steps scheduled on cpu" in proc.stdout and "Traceback" not in proc.stderr

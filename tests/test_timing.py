@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from suites.core.contention import Contention, SampleLoad
+from suites.core.host_load import Contention, SampleLoad
 from suites.core.profiles import NAMES, rules
 from suites.core.timing import (
     MAX_HOLD_S,

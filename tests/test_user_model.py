@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from suites.core.runner import execute
-from suites.harness.session import SMOKE
+from suites.harness.bench_session import SMOKE
 from suites.training import advise
 from suites.training.recipe import split_batch
 from suites.training.user_model import ModelError, UserModel, enable_checkpointing, load
@@ -99,7 +99,7 @@ def test_load_names_what_failed():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The recommendation, read from a real sweep of examples/conv_model.py (python -m suites.advise, CPU, quick profile,
+# The recommendation, read from a real sweep of examples/conv_model.py (python -m suites advise, CPU, quick profile,
 # on this shared 2-core machine under load, the example then at width 32, depth 4, batch 16 of 32x32 images)
 
 
@@ -159,7 +159,6 @@ def test_the_combination_holds_only_levers_that_helped(advise_rows):
 BENCH = '''from suites.harness import pytest_plugin
 from suites.training.user_model import UserModel
 from tests.user_models import dict_batch, dict_model
-
 MODEL = UserModel(dict_model, dict_batch, name="mlp")
 
 

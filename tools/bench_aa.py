@@ -12,7 +12,7 @@ The goal on a noisy 2-core machine: no A/A pair exits 1, at most 1 case in 50 no
 caught in every pair. Run by hand (several minutes per run on a loaded 2-core machine); the load average
 before and after each run is printed, since other jobs on the machine move the figures, and so is each run's
 own record of contention (the cases whose samples the host's other work slowed: extra_info `contended`, see
-suites/core/contention.py). `--neighbour` runs one CPU-bound process (a Python busy loop) beside every run, the
+suites/core/host_load.py). `--neighbour` runs one CPU-bound process (a Python busy loop) beside every run, the
 busy host the verdicts must hold on; the A/A rows then also count the verdicts other than `same` that fall on
 cases marked contended in either run.
 

@@ -27,7 +27,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reports.format import strict_json
-from suites.core import device as devices
+from suites.core import devices
 from suites.core.precision import DTYPES
 from suites.core.profiles import Profile, rules
 from suites.core.runner import execute

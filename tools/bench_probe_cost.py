@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reports.format import strict_json
-from suites.core.contention import HostProbe
+from suites.core.host_load import HostProbe
 
 
 def start_threads(idle: int, busy: int, stop: threading.Event) -> list[threading.Thread]:

@@ -1,6 +1,6 @@
 """Which machine and software stack measured a run: the columns that keep histories apart and explain changes.
 
-A run of this suite carries `machine_info.identity` (suites/core/device.py): `machine` (GPU UUID, or CPU model
+A run of this suite carries `machine_info.identity` (suites/core/devices.py): `machine` (GPU UUID, or CPU model
 with its threads), driver, CUDA, cuDNN, torch and world size. Files without it (older runs, other projects) get
 the closest stand-in: the device name on the node that ran it, and the versions found elsewhere in machine_info.
 `machine_id` is the series key of `history` and the filter of `compare`'s history baseline; the others are named

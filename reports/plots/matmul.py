@@ -17,8 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from reports import marks
-from reports import peaks as device_peaks
+from reports import device_peaks, marks
 from reports.dtypes import dtypes_in_order
 from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, file_name, flops_unit, hatch_bar, hatched_entry, text, title
 

@@ -17,8 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from reports import marks
-from reports import peaks as device_peaks
+from reports import device_peaks, marks
 from reports.dtypes import dtypes_in_order
 from reports.plots.style import DTYPE_COLORS, file_name, flops_unit, hollow_entry, text, title
 

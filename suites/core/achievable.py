@@ -49,8 +49,7 @@ from pathlib import Path
 import torch
 
 from reports.format import strict_json
-from suites.core import device as devices
-from suites.core import gemm
+from suites.core import devices, gemm
 from suites.core.cases import Case, Unsupported
 from suites.core.precision import DTYPES, float32_mode
 from suites.core.profiles import MiB, SearchPlan, search_plan, searches_serving

@@ -4,7 +4,7 @@ A profile is how much a run may spend per case. `quick` is minutes for the whole
 laptop); `full` is the real sweep for a GPU. Per profile (`Rules`):
 
 - `stop`: the stopping rule of one measurement of a case (suites/core/timing.py explains the rule);
-- `round`: the rule of each round under `--bench-rounds N` (suites/harness/rounds.py), shorter than `stop` so
+- `round`: the rule of each round under `--bench-rounds N` (suites/harness/bench_rounds.py), shorter than `stop` so
   that N rounds cost about what one measurement does;
 - `lockstep_samples`: the samples every rank takes under torchrun (a count, as nccl-tests does;
   suites/harness/distributed.py), judged against the `stop` target;

@@ -119,7 +119,7 @@ def _measurement_info(case: Case, m: Measurement) -> dict:
     device-busy time beside it comes from an observer). `enqueue_s` is the host's time to issue one call, and
     `host_bound` whether that is longer than the call's time, absent where nothing compares them (for a step on a
     GPU it is decided once the busy time is known: `host_bound_step`). `contended` and `contention` say whether
-    other work took the host's CPUs during the samples (suites/core/contention.py)."""
+    other work took the host's CPUs during the samples (suites/core/host_load.py)."""
     info = {"timer": m.timer, "stop_reason": m.stop_reason, "calls_per_sample": m.calls_per_sample,
             "warmup_calls": m.warmup_calls, "l2_flush": m.l2_flush}
     if m.sample_overhead_s is not None:

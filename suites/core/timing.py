@@ -26,7 +26,7 @@ preempted, or that waited for a descheduled thread of torch's pool, is only slow
 Every sample also records the host's time to enqueue its calls (`enqueue_s` per call), so each case says whether
 the host or the device is the bottleneck (`host_bound`: enqueueing a call takes longer than running it; unknown,
 None, where nothing compares the two: a step or an op timed on the wall clock of a GPU). Every sample is also
-probed for a busy host (suites/core/contention.py).
+probed for a busy host (suites/core/host_load.py).
 
 Stopping (nvbench's rules, plus its "the noise has stopped changing" exit): at least `min_samples` samples and
 `min_time_s` of measured time, then stop when the relative interquartile range is at `target_rel_iqr` (`target`),
@@ -55,7 +55,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from suites.core import contention as host_load
+from suites.core import host_load
 
 STOP_REASONS = ("target", "plateau", "timeout", "once", "count")
 

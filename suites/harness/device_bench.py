@@ -32,8 +32,8 @@ from pytest_benchmark.fixture import FixtureAlreadyUsed
 from suites.core.cases import Case, Workload
 from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, is_oom
-from suites.harness import session as sessions
-from suites.harness.session import BenchSession
+from suites.harness import bench_session
+from suites.harness.bench_session import BenchSession
 
 GROUP = "device_bench"  # the benchmark group when neither the call nor a benchmark marker names one
 
@@ -79,5 +79,5 @@ class DeviceBench:
                     params=dict(self.benchmark.params or {}), build=lambda device: Workload(fn=fn), flops=flops,
                     bytes=bytes, peak_dtype=peak_dtype(dtype), tf32=None, cold=cold, graph=graph, kind="op")
         if self.shared.rounds > 1 and not self.benchmark.disabled:
-            sessions.measure_rounds_in_place(self.shared, case, self.journal)
-        return sessions.run(self.shared, self.benchmark, self.request, case)
+            bench_session.measure_rounds_in_place(self.shared, case, self.journal)
+        return bench_session.run(self.shared, self.benchmark, self.request, case)

@@ -118,9 +118,9 @@ def check(config: pytest.Config) -> None:
     if trace_dir := config.getoption("bench_trace_dir"):
         _check_trace_dir(Path(trace_dir))
     if given(config, "bench_dtypes") or given(config, "bench_device") or given(config, "bench_rounds"):
-        from suites.harness import session  # imports torch: only for options that were given
+        from suites.harness import bench_session  # imports torch: only for options that were given
 
-        session.check_options(config)
+        bench_session.check_options(config)
 
 
 def _check_trace_dir(trace_dir: Path) -> None:

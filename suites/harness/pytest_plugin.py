@@ -14,7 +14,7 @@ this module, so `-p suites.harness.pytest_plugin` and `pytest_plugins = [...]` l
   race for it); run without `-n` to measure;
 - with `-p no:benchmark`, the tests using its fixtures are skipped with that reason and the others run.
 
-What a run shares lives in suites/harness/session.py, the results file in suites/harness/results.py, the
+What a run shares lives in suites/harness/bench_session.py, the results file in suites/harness/results.py, the
 `device_bench` fixture's logic in suites/harness/device_bench.py. Heavy modules are imported inside the hooks
 that need them, for runs that use the suite.
 """
@@ -33,9 +33,8 @@ from suites.harness import options
 if TYPE_CHECKING:
     from suites.core.cases import Case
     from suites.core.runner import CaseResult, Extension
+    from suites.harness.bench_session import BenchSession
     from suites.harness.device_bench import DeviceBench
-    from suites.harness.session import BenchSession
-
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
 PROGRESS = pytest.StashKey["ProgressPlugin"]()
@@ -82,7 +81,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     shared = bench_session(config)
     if shared.world is not None:
         from suites.harness import distributed
-
         distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
     claim_outputs(session, bench, shared)
     start_progress(session, bench, shared)
@@ -104,7 +102,6 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     the commit, date and dirty flag, so that no run ends with its numbers only on the screen.
     """
     from suites.harness import distributed, results
-
     config = session.config
     if bench.disabled or xdist_active(config):
         return
@@ -125,9 +122,7 @@ def start_progress(session: pytest.Session, bench: object, shared: BenchSession)
     interval = config.getoption("bench_progress_interval_s")
     if interval <= 0 or xdist_active(config) or (shared.world is not None and shared.world.rank != 0):
         return
-    from suites.harness import progress
-    from suites.harness import rounds as bench_rounds
-
+    from suites.harness import bench_rounds, progress
     earlier = (shared.rounds - 1) * len(bench_rounds.bench_cases(session.items)) if not bench.disabled else 0
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     writer = getattr(reporter, "_tw", None)
@@ -148,9 +143,8 @@ def active_session(config: pytest.Config) -> BenchSession | None:
 def bench_session(config: pytest.Config) -> BenchSession:
     """The run's shared state (device, profile, rule, peaks, observers, the cases not measured), made on first use."""
     if SESSION not in config.stash:
-        from suites.harness import session as sessions
-
-        shared = sessions.from_config(config)
+        from suites.harness import bench_session
+        shared = bench_session.from_config(config)
         shared.extensions.extend(observers(config, shared))
         config.stash[SESSION] = shared
     return config.stash[SESSION]
@@ -160,7 +154,6 @@ def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
     """NVML telemetry around every case (it reports why when it cannot), the device-busy time of training steps
     on CUDA, and with --bench-trace-dir a profiler trace."""
     from suites.observers import busy, telemetry, tracing
-
     found: list[Extension] = [telemetry.TelemetryExtension(shared.device,
                                                            config.getoption("bench_telemetry_interval_ms")),
                               busy.BusyExtension()]
@@ -177,9 +170,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     bench = benchmark_session(config)
     if shared is None or shared.rounds < 2 or session.testsfailed or bench is None or bench.disabled:
         return
-    from suites.harness import rounds as bench_rounds
-    from suites.harness import session as sessions
-
+    from suites.harness import bench_rounds, bench_session
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     report = reporter.write_line if reporter is not None else print
     cases = bench_rounds.bench_cases(session.items)
@@ -187,9 +178,9 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
     def measure(case: Case, earlier: list[CaseResult]) -> CaseResult:
         if tracker is None:
-            return sessions.measure_once(shared, case, earlier)
+            return bench_session.measure_once(shared, case, earlier)
         return tracker.progress.measure(f"{case.id} (round {len(earlier) + 1} of {shared.rounds})",
-                                        lambda: sessions.measure_once(shared, case, earlier))
+                                        lambda: bench_session.measure_once(shared, case, earlier))
 
     shared.round_log = bench_rounds.measure_rounds(cases, shared.rounds, measure, report,
                                                    journal_rounds(session, shared))
@@ -199,7 +190,6 @@ def journal_rounds(session: pytest.Session, shared: BenchSession) -> Callable[[l
     """What hands each earlier round of the suites' cases to the results writer (None when no writer took the
     outputs)."""
     from suites.core.cases import Case
-
     items = {item.callspec.params["case"].id: item for item in session.items
              if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
     return round_journal(session.config, shared, lambda case: items[case.id])
@@ -209,16 +199,14 @@ def round_journal(config: pytest.Config, shared: BenchSession,
                   item_of: Callable[[Case], pytest.Item]) -> Callable[[list[CaseResult]], None] | None:
     """What hands a case's results so far to the results writer each time one of its earlier rounds ends, as the
     entry of its test (`item_of`), so that a run stopped in those rounds keeps them; None without a writer."""
-    from suites.harness import results
-    from suites.harness import session as sessions
-
+    from suites.harness import bench_session, results
     writer = results.writer_of(config)
     if writer is None:
         return None
 
     def journal(done: list[CaseResult]) -> None:
         item = item_of(done[-1].case)
-        writer.journal_round(item, *sessions.rounds_entry(shared, item, done), rounds_done=len(done))
+        writer.journal_round(item, *bench_session.rounds_entry(shared, item, done), rounds_done=len(done))
     return journal
 
 
@@ -227,8 +215,7 @@ def parametrize(metafunc: pytest.Metafunc, cases: Callable[[str], list[Case]]) -
     if "case" not in metafunc.fixturenames:
         return
     from suites.core.cases import select_dtypes
-    from suites.harness.session import parse_dtypes
-
+    from suites.harness.bench_session import parse_dtypes
     config = metafunc.config
     selected = select_dtypes(cases(config.getoption("bench_profile")), parse_dtypes(config.getoption("bench_dtypes")))
     metafunc.parametrize("case", selected, ids=[c.id.split("/", 1)[1] for c in selected])
@@ -239,10 +226,9 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     """The device, telemetry, achievable peaks and ranks of a run that uses the suite."""
     if (shared := active_session(config)) is None:
         return
-    from suites.core import device as devices
+    from suites.core import devices
     from suites.harness import distributed
     from suites.observers import telemetry
-
     machine_info.update(devices.machine_info(shared.device))
     machine_info["telemetry"] = telemetry.machine_info(shared.extensions)
     if (found := shared.achievable_info()) is not None:
@@ -261,17 +247,15 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
 def pytest_unconfigure(config: pytest.Config) -> None:
     if (shared := active_session(config)) is not None and shared.world is not None:
         from suites.harness import distributed
-
         distributed.leave()
 
 
 @pytest.fixture
 def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], CaseResult]:
     """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON."""
-    from suites.harness import session as sessions
-
+    from suites.harness import bench_session
     shared = bench_session(request.config)
-    return lambda case: sessions.run(shared, benchmark, request, case)
+    return lambda case: bench_session.run(shared, benchmark, request, case)
 
 
 @pytest.fixture
@@ -280,6 +264,5 @@ def device_bench(request: pytest.FixtureRequest, benchmark) -> DeviceBench:
     times its ops (device time with the host held out; wall time on a CPU) and record it in the benchmark JSON.
     `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py."""
     from suites.harness.device_bench import DeviceBench
-
     shared = bench_session(request.config)
     return DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))

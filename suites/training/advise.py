@@ -1,4 +1,4 @@
-"""`python -m suites.advise MODULE:FACTORY`: every lever of the training recipe on the user's model, and a setting.
+"""`python -m suites advise MODULE:FACTORY`: every lever of the training recipe on the user's model, and a setting.
 
 It checks the model, batch and loss in one float32 forward (a problem is one line and exit 2), writes a bench
 file of the few lines a user would write (suites.training.user_model), and runs it under pytest exactly as the
@@ -42,14 +42,13 @@ import pandas as pd
 import torch
 from tabulate import tabulate
 
-from reports.format import load as results
-from reports.format import trust
+from reports.format import load, trust
 from reports.format.errors import InputError
-from suites.core import children, profiles
-from suites.core import device as devices
+from suites.core import children, devices, profiles
 from suites.core.units import parse_bytes
+from suites.training import user_model
 from suites.training.train_step import Levers
-from suites.training.user_model import ModelError, UserModel, load
+from suites.training.user_model import ModelError, UserModel
 
 PARITY_TOLERANCE = 0.10  # largest |loss_i - fp32's loss_i| over the seeded steps / how far fp32's loss moved
 MIN_GAIN = 0.03  # a lever helps when it is this much faster and its step times' IQR lies below the baseline's
@@ -126,7 +125,7 @@ def _row(record: dict) -> Row:
 def read_rows(path: Path) -> list[Row]:
     """Measured and not-measured cases of a results file written by the sweep, read by the reports' loader (the
     project's one checked reader of results files)."""
-    return [_row(record) for record in results.load([path]).to_dict("records")]
+    return [_row(record) for record in load.load([path]).to_dict("records")]
 
 
 def trajectory(row: Row) -> tuple[np.ndarray, list[int]] | None:
@@ -313,13 +312,12 @@ def table(rows: list[Row], budget: int | None) -> str:
     return tabulate(lines, headers="keys", tablefmt="github")
 
 
-BENCH_FILE = '''"""Written by python -m suites.advise: the training-step levers of {model}. Rerun it with
+BENCH_FILE = '''"""Written by python -m suites advise: the training-step levers of {model}. Rerun it with
 pytest {path} --benchmark-only --bench-device DEVICE"""
 
 from suites.harness import pytest_plugin
 from suites.training.train_step import Levers
 from suites.training.user_model import UserModel, load
-
 MODEL = UserModel(
     load({model!r}, "model"),
     load({batch!r}, "batch"),
@@ -397,9 +395,9 @@ def _wait(proc: subprocess.Popen, seconds: float) -> int | None:
 
 def finished_cases(path: Path) -> int | None:
     """How many cases a running sweep has finished: the entries of its journal (None before it has one)."""
-    journal = path.with_name(path.name + results.JOURNAL_SUFFIX)
+    journal = path.with_name(path.name + load.JOURNAL_SUFFIX)
     try:
-        data = results.read_json(journal)
+        data = load.read_json(journal)
     except (InputError, OSError):
         return None
     return len(data["benchmarks"]) + len(data["not_measured"])
@@ -426,7 +424,7 @@ def heartbeat(what: str, every_s: float | None = None) -> Iterator[None]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m suites.advise", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m suites advise", description=__doc__.splitlines()[0])
     parser.add_argument("model", metavar="MODULE:FACTORY", help="a function returning the torch.nn.Module")
     parser.add_argument("--batch", metavar="MODULE:FACTORY",
                         help="a function (taking the device) returning one batch (default: make_batch of MODULE)")
@@ -444,8 +442,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _user_model(args: argparse.Namespace) -> UserModel:
     module = args.model.partition(":")[0]
     batch = args.batch or f"{module}:make_batch"
-    loss = load(args.loss, "loss function") if args.loss else None
-    return UserModel(load(args.model, "model"), load(batch, "batch"), loss, name=args.name or module.split(".")[-1])
+    loss = user_model.load(args.loss, "loss function") if args.loss else None
+    return UserModel(user_model.load(args.model, "model"), user_model.load(batch, "batch"), loss,
+                     name=args.name or module.split(".")[-1])
 
 
 def _budget(args: argparse.Namespace, device: torch.device) -> int | None:

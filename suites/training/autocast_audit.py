@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from suites.core import device as devices
+from suites.core import devices
 from suites.core.cases import Unsupported
 from suites.core.profiles import Profile
 from suites.training import model_spec

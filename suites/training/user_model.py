@@ -189,7 +189,7 @@ class UserModel:
     `model()` returns the nn.Module (built on the CPU; it is moved to the device); `batch(device)` (or
     `batch()`) returns one batch on that device, random from the global seed, which is set before each call;
     `loss_fn(output, batch)` is needed only when the output carries no loss. `combinations` are further
-    (label, Levers) cases measured beside the one-lever sweep (python -m suites.advise adds its recommendation).
+    (label, Levers) cases measured beside the one-lever sweep (python -m suites advise adds its recommendation).
     """
 
     model: Callable[[], nn.Module]

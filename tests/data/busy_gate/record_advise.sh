@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records the advise sweeps of README.md here: `python -m suites.advise` (CPU, quick profile) beside two
+# Records the advise sweeps of README.md here: `python -m suites advise` (CPU, quick profile) beside two
 # `yes > /dev/null` neighbours started here (and whatever else the shared machine runs): the worked example
 # (examples/conv_model.py) at the neighbours' priority and with the session at autogroup nice -19, and a model
 # whose batches are noise (tests/user_models.py, noise_model), where fp32's own loss rises. Keeps each sweep's
@@ -17,7 +17,7 @@ sweep() {  # NAME NICE ADVISE-ARGS...
     echo "$name: load average $(cut -d' ' -f1-3 /proc/loadavg)"
     set +e
     setsid bash -c 'echo "$0" > /proc/$$/autogroup; exec "${@}"' "$nice" \
-        python -m suites.advise "$@" --device cpu --out "$tmp" > "$tmp/advise.txt" 2>&1
+        python -m suites advise "$@" --device cpu --out "$tmp" > "$tmp/advise.txt" 2>&1
     echo "exit $?" >> "$tmp/advise.txt"
     set -e
     mkdir -p "$out/$name"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suites.checks.rows import Row, number, read_step, size_text, sourced, status_text
+from suites.gpu_check.rows import Row, number, read_step, size_text, sourced, status_text
 
 # (precision, checkpoint) in the order the recipe's levers should raise the largest batch
 SEARCHES = (("fp32", "off"), ("amp_bf16", "off"), ("amp_bf16", "block"))

@@ -21,15 +21,13 @@ import pytest
 import torch
 from pytest_benchmark.stats import Metadata
 
-from suites.core import achievable
-from suites.core import device as devices
+from suites.core import achievable, devices
 from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.profiles import SMOKE, Profile, rules
 from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
 from suites.core.timing import StopRule
-from suites.harness import distributed
-from suites.harness import rounds as bench_rounds
+from suites.harness import bench_rounds, distributed
 
 
 def parse_dtypes(text: str | None) -> list[str] | None:
@@ -182,7 +180,7 @@ def from_config(config: pytest.Config) -> BenchSession:
 
 
 def measure_once(session: BenchSession, case: Case, earlier: list[CaseResult]) -> CaseResult:
-    """One round of a case outside pytest's pass (see suites/harness/rounds.py): no observers, nothing recorded;
+    """One round of a case outside pytest's pass (see suites/harness/bench_rounds.py): no observers, nothing recorded;
     its figures pool the rounds before (`earlier`), so that a run stopped here keeps a headline of all of them."""
     return execute(case, session.device, session.rule(case), session.peaks(case.peak_dtype),
                    earlier_rounds=bench_rounds.earlier_measurements(earlier))
@@ -206,7 +204,7 @@ def record(benchmark, result: CaseResult) -> None:
     benchmark.extra_info.update(result.extra_info)
     if benchmark.disabled or result.measurement is None:
         return
-    benchmark._mode = "suites.harness.session.record(...)"
+    benchmark._mode = "suites.harness.bench_session.record(...)"
     stats = benchmark._make_stats(1)
     stats.options.update(timer=result.measurement.timer, min_rounds=None, max_time=None, min_time=None, warmup=None)
     for seconds in result.measurement.samples_s:

@@ -1,4 +1,4 @@
-"""`python -m suites.checks.probe MODULE:FUNCTION OUT DEVICE`: one probe of the GPU check, in its own process.
+"""`python -m suites.gpu_check.probe MODULE:FUNCTION OUT DEVICE`: one probe of the GPU check, in its own process.
 
 gpu_check runs each probe here so that a hang or a crash costs one step (it has a timeout), not the check.
 The function takes (out folder, torch.device) and returns or yields rows; each is printed on its own line as JSON
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from suites.checks.gpu_check import load_function
-from suites.checks.rows import ROW_PREFIX
 from suites.core.runner import first_line
+from suites.gpu_check.command import load_function
+from suites.gpu_check.rows import ROW_PREFIX
 
 
 def main(argv: list[str] | None = None) -> int:

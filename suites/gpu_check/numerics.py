@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from suites.checks.rows import Row, read_step, sourced, status_text
+from suites.gpu_check.rows import Row, read_step, sourced, status_text
 
 
 def ran_once(out: Path, step: str) -> list[Row]:

@@ -1,8 +1,8 @@
 """What each step of the GPU check took on this device, kept between runs so that the next plan rests on it.
 
-Why: a step's reasoned estimate (suites/checks/steps.py) is a model of a GPU nobody measured; the first run on a
+Why: a step's reasoned estimate (suites/gpu_check/steps.py) is a model of a GPU nobody measured; the first run on a
 device measures every step's wall time, and from then on the plan on that device uses what it saw. The times are
-kept per device identity, the `machine_info.identity` every results file carries (suites/core/device.py: the
+kept per device identity, the `machine_info.identity` every results file carries (suites/core/devices.py: the
 GPU's UUID, or the CPU model with torch's threads; driver, CUDA, cuDNN, torch): another GPU, another driver or
 another torch is another file, because each changes how long the steps take.
 
@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from reports.format import strict_json
-from suites.checks.steps import StepPlan
 from suites.core import defaults
+from suites.gpu_check.steps import StepPlan
 
 FORMAT = 1  # the file's layout; a file of another format is read as none and rewritten
 KEEP_RUNS = 3

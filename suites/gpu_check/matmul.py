@@ -21,10 +21,9 @@ import torch
 
 from reports.format import strict_json
 from reports.format.errors import InputError
-from suites.checks.rows import Row, number, read_step, sourced, status_text
-from suites.core import achievable, profiles
-from suites.core import device as devices
+from suites.core import achievable, devices, profiles
 from suites.core.cases import Unsupported
+from suites.gpu_check.rows import Row, number, read_step, sourced, status_text
 
 TIMEOUT_SHARE_LIMIT = 0.1  # more cases than this ending at the timeout: the stopping rule does not fit this GPU
 # The check's search: the plan of the device's profile with shorter budgets (CUDA: 20 s per dtype instead of 60).

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import torch
 
-from suites.checks.rows import Row
-from suites.core import device as devices
-from suites.core import nvml
+from suites.core import devices, nvml
+from suites.gpu_check.rows import Row
 from suites.observers.telemetry import REASON_GETTERS, decode_reasons
 
 

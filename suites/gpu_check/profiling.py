@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from reports.format import validate
-from suites.checks.rows import Row, number, read_step, sourced
+from suites.gpu_check.rows import Row, number, read_step, sourced
 
 TELEMETRY_FIGURES = ("power_mean_w", "power_max_w", "energy_j", "sm_clock_min_mhz", "sm_clock_median_mhz",
                      "temp_max_c")

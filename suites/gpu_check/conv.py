@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suites.checks.rows import Row, number, read_step, sourced, status_text
+from suites.gpu_check.rows import Row, number, read_step, sourced, status_text
 
 # The three settings a row compares: (dtype, memory_format), forward and backward.
 NCHW_BF16, NHWC_BF16, NCHW_FP32 = ("bfloat16", "contiguous"), ("bfloat16", "channels_last"), ("float32", "contiguous")

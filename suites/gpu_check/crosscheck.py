@@ -1,6 +1,6 @@
 """Our timer against the field's: torch.utils.benchmark on any device, triton.testing.do_bench on CUDA.
 
-`python -m suites.crosscheck` times the same matmul cases with both in one run and prints the ratio of medians
+`python -m suites crosscheck` times the same matmul cases with both in one run and prints the ratio of medians
 per case; agreement within a few percent is the evidence that the measurement core measures what peers measure.
 """
 
@@ -130,7 +130,7 @@ def ours_vs_do_bench(case: Case, device: torch.device, rule: StopRule = CROSSCHE
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suites.crosscheck", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m suites crosscheck", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     parser.add_argument("--profile", default="quick", choices=NAMES)
     parser.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated (default: float32,bfloat16)")

@@ -7,7 +7,7 @@
 - Our median against torch.utils.benchmark's `Timer.blocked_autorange` on the same matmul, and (CUDA) against
   triton.testing.do_bench with the L2 flushed as do_bench flushes it, each with the SM clock it ran at: our
   spaced samples and do_bench's dense loop may run at other clocks under the power cap, so the row also compares
-  cycles (suites.checks.crosscheck.Agreement) and says which clocks it saw.
+  cycles (suites.gpu_check.crosscheck.Agreement) and says which clocks it saw.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from suites.checks.crosscheck import Agreement, ours_vs_do_bench, ours_vs_torch_benchmark
-from suites.checks.rows import Row
 from suites.core.profiles import Profile, rules
 from suites.core.timing import measure
+from suites.gpu_check.crosscheck import Agreement, ours_vs_do_bench, ours_vs_torch_benchmark
+from suites.gpu_check.rows import Row
 from suites.ops import matmul
 
 # Without the hold, the GPU waits for the host between kernels and device time comes out equal to the enqueue time;

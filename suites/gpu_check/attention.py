@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from suites.checks.crosscheck import Agreement, ours_vs_do_bench
-from suites.checks.rows import Row, number, on_cpu, read_step, size_text, sourced, status_text
 from suites.core.cases import Case
+from suites.gpu_check.crosscheck import Agreement, ours_vs_do_bench
+from suites.gpu_check.rows import Row, number, on_cpu, read_step, size_text, sourced, status_text
 from suites.ops import attention
 
 PAIR_KEYS = ("dtype", "shape", "causal", "pass")  # what a flash case and its naive partner share
@@ -95,7 +95,7 @@ def do_bench_case() -> Case:
 
 def flash_do_bench(out: Path, device: torch.device) -> Iterator[Row]:
     """The flash forward's TFLOP/s from our core (L2 flushed, as do_bench does) against triton.testing.do_bench,
-    compared in time and, where the SM clocks differed, in cycles (suites.checks.crosscheck.Agreement)."""
+    compared in time and, where the SM clocks differed, in cycles (suites.gpu_check.crosscheck.Agreement)."""
     case = do_bench_case()
     r = ours_vs_do_bench(case, device)
     agreed = Agreement(r["ours_cold"], r["do_bench"], DO_BENCH_TOLERANCE)

@@ -1,10 +1,10 @@
 """`python -m suites.gpu_check`: checks a new GPU box inside a time budget, printing each figure as it is known.
 
-The steps (suites/checks/steps.py) run in order of value to a user of the box, each in a subprocess of its own
+The steps (suites/gpu_check/steps.py) run in order of value to a user of the box, each in a subprocess of its own
 (a pytest run of a bench file measured exactly as the main job measures it, a probe function, or a tool) with
 its own timeout, never longer than what is left of `--budget-s`. Before anything runs, the plan is made from what
 each step is expected to take: its wall time measured by an earlier run on this device identity where there is
-one (suites/checks/step_times.py, updated after every step), else its reasoned estimate. A budget in which no step
+one (suites/gpu_check/step_times.py, updated after every step), else its reasoned estimate. A budget in which no step
 fits is an error, and `--plan` prints the plan, with which figures are measured and which reasoned, and runs
 nothing. A step that no longer fits when its turn comes is skipped with that reason, so the command ends inside
 its budget. A pytest step that runs out of time is sent SIGTERM first, so the cases it finished are written;
@@ -41,11 +41,11 @@ from tabulate import tabulate
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import output_dir
-from suites.checks import step_times
-from suites.checks.bounded import TERM_GRACE_S, Finished, run_bounded
-from suites.checks.rows import ROW_PREFIX, Row
-from suites.checks.step_times import Measured, StepTimes, plan_key
-from suites.checks.steps import PROFILE, STEP_NAMES, STEPS, CheckStep, Reader, StepPlan
+from suites.gpu_check import step_times
+from suites.gpu_check.bounded import TERM_GRACE_S, Finished, run_bounded
+from suites.gpu_check.rows import ROW_PREFIX, Row
+from suites.gpu_check.step_times import Measured, StepTimes, plan_key
+from suites.gpu_check.steps import PROFILE, STEP_NAMES, STEPS, CheckStep, Reader, StepPlan
 
 # The CUDA steps' reasoned estimates add up to about 700 s (`--plan --device cuda`): every step is scheduled with
 # more than the 15 % spare the plan is held to (SPARE_SHARE, tests/test_gpu_check.py).
@@ -217,7 +217,7 @@ class StepRun:
                     "--bench-profile", PROFILE[self.device.split(":")[0]], "-v", "-p", "no:cacheprovider",
                     f"--benchmark-json={self.out / f'{self.step.name}.json'}"]
         if self.plan.probe:
-            return [sys.executable, "-m", "suites.checks.probe", self.plan.probe, str(self.out), self.device]
+            return [sys.executable, "-m", "suites.gpu_check.probe", self.plan.probe, str(self.out), self.device]
         return [sys.executable, str(checkout() / "tools" / subst[0]), *subst[1:]]
 
     def run(self) -> Finished:
@@ -337,8 +337,8 @@ def check(options: Options, clock: Callable[[], float]) -> list[Row]:
 def parent_device(option: str) -> str:
     """The device the steps measure, decided without a CUDA context in this process (the steps make their own):
     `auto` is `cuda` when torch sees a GPU, else `cpu`; GPUs that NVML sees and torch cannot use are an error
-    (suites.core.device.resolve), never a quiet CPU plan on a GPU box."""
-    from suites.core import device as devices  # torch: only once a device is decided
+    (suites.core.devices.resolve), never a quiet CPU plan on a GPU box."""
+    from suites.core import devices  # torch: only once a device is decided
 
     try:
         device = devices.resolve(option, "--device")
@@ -358,8 +358,7 @@ def identity(device: str) -> dict | None:
     """The device's identity as its results record it (`machine_info.identity`), which keys its learned step
     times; None for a CUDA device this machine does not have (a GPU's plan looked at from a CPU box). Asked
     without a CUDA context: device properties and NVML, as the steps' own machine_info asks them."""
-    from suites.core import device as devices
-
+    from suites.core import devices
     try:
         return devices.identity(devices.resolve(device, "--device"))
     except devices.DeviceError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suites.checks.rows import Row, number, on_cpu, read_step, size_text, sourced, status_text
+from suites.gpu_check.rows import Row, number, on_cpu, read_step, size_text, sourced, status_text
 from suites.training.recipe import PRECISIONS
 
 GRID_LEVERS = ("baseline", "precision")

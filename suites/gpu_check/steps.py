@@ -11,7 +11,7 @@ case under the profile's rule, cold torch.compile graphs, fixed work) and says s
 tests/test_gpu_check.py holds every count of cases to the number its selection really collects. The CUDA figures
 are reasoned from the full profile's rule, the sizes of each case and what each case does besides its samples
 (cuDNN's algorithm search, float64 references, model builds, seeded steps), for an H200 (SXM, 141 GB): not yet
-measured on a GPU. A run keeps each step's measured wall time per device identity (suites/checks/step_times.py)
+measured on a GPU. A run keeps each step's measured wall time per device identity (suites/gpu_check/step_times.py)
 and the next plan on that device uses it instead. The CPU figures were measured on the 2-core development box
 under load (load average about 5) and kept so, so that a busy CI machine fits them: on the quiet box the whole
 CPU check ran in 51 s against 158 s estimated (`python -m suites.gpu_check --device cpu`).
@@ -130,17 +130,17 @@ def _probe(device: str, rests_on: str, work_s: float, probe: str) -> StepPlan:
     return StepPlan(Estimate(START_S[device], rests_on, work_s=work_s), probe=probe)
 
 
-MATMUL_READERS = (Reader("suites.checks.matmul:dtype_ladder", "suites.checks.matmul:ladder_gaps"),
-                  Reader("suites.checks.matmul:how_cases_stopped"),
-                  Reader("suites.checks.profiling:telemetry_of_run"))
-ATTENTION_READERS = (Reader("suites.checks.attention:flash_vs_naive", "suites.checks.attention:pair_gaps"),)
-TRAIN_READERS = (Reader("suites.checks.train_step:precision_grid", "suites.checks.train_step:grid_gaps"),
-                 Reader("suites.checks.train_step:steps_and_hosts"))
-CONV_READERS = (Reader("suites.checks.conv:formats_and_dtypes", "suites.checks.conv:format_gaps"),)
-NUMERICS_READERS = (Reader("suites.checks.numerics:ran_once"),)
-TRACE_READERS = (Reader("suites.checks.profiling:trace_tensor_cores", "suites.checks.profiling:trace_gaps"),)
-BATCH_READERS = (Reader("suites.checks.batch_size:largest_batches", "suites.checks.batch_size:search_gaps"),)
-SAMPLER_READERS = (Reader("suites.checks.profiling:sampler_cost"),)
+MATMUL_READERS = (Reader("suites.gpu_check.matmul:dtype_ladder", "suites.gpu_check.matmul:ladder_gaps"),
+                  Reader("suites.gpu_check.matmul:how_cases_stopped"),
+                  Reader("suites.gpu_check.profiling:telemetry_of_run"))
+ATTENTION_READERS = (Reader("suites.gpu_check.attention:flash_vs_naive", "suites.gpu_check.attention:pair_gaps"),)
+TRAIN_READERS = (Reader("suites.gpu_check.train_step:precision_grid", "suites.gpu_check.train_step:grid_gaps"),
+                 Reader("suites.gpu_check.train_step:steps_and_hosts"))
+CONV_READERS = (Reader("suites.gpu_check.conv:formats_and_dtypes", "suites.gpu_check.conv:format_gaps"),)
+NUMERICS_READERS = (Reader("suites.gpu_check.numerics:ran_once"),)
+TRACE_READERS = (Reader("suites.gpu_check.profiling:trace_tensor_cores", "suites.gpu_check.profiling:trace_gaps"),)
+BATCH_READERS = (Reader("suites.gpu_check.batch_size:largest_batches", "suites.gpu_check.batch_size:search_gaps"),)
+SAMPLER_READERS = (Reader("suites.gpu_check.profiling:sampler_cost"),)
 TRACE_ARGS = ("--trace-dir", "{out}/traces")
 # The largest-batch searches under a memory budget: the levers' order in samples shows within 8 GiB in a few
 # tries each; the H200's own largest batches (hundreds of samples, a step of seconds each) would take minutes.
@@ -150,17 +150,17 @@ SAMPLER_TOOL = ("bench_sampler_cost.py", "--seconds", "1", "--json", "{out}/samp
 STEPS: tuple[CheckStep, ...] = (
     CheckStep("preflight", "GPU, power limits, clocks and clock-event reasons, driver, CUDA, cuDNN, versions, a C "
               "compiler and Python.h for Triton and Inductor", {
-                  "cuda": _probe("cuda", "NVML and torch.cuda queries", 2, "suites.checks.preflight:preflight"),
-                  "cpu": _probe("cpu", "measured 1 s of queries here", 1, "suites.checks.preflight:preflight")}),
+                  "cuda": _probe("cuda", "NVML and torch.cuda queries", 2, "suites.gpu_check.preflight:preflight"),
+                  "cpu": _probe("cpu", "measured 1 s of queries here", 1, "suites.gpu_check.preflight:preflight")}),
     CheckStep("timing", "a host-bound tiny add comes out host-bound; a bf16 gemm stops on its own; our median "
               "against torch.utils.benchmark and triton's do_bench", {
                   "cuda": _probe("cuda", "a tiny add under the full rule (~5 s to its plateau; 15 s at its "
                                  "timeout) and a 4096^3 bf16 gemm (~1 s); 3 rounds of ours and "
                                  "Timer.blocked_autorange at >= 0.5 s each (~4 s); triton's import (~3 s), our cold "
                                  "and hot medians at >= 1 s each and do_bench with NVML clocks (~4 s); inputs and "
-                                 "float64 references (~3 s)", 22, "suites.checks.timing:timing_checks"),
+                                 "float64 references (~3 s)", 22, "suites.gpu_check.timer_check:timing_checks"),
                   "cpu": _probe("cpu", "3 rounds of a 256^3 matmul, ours and Timer's (measured 4 s here)", 4,
-                                "suites.checks.timing:timing_checks")}),
+                                "suites.gpu_check.timer_check:timing_checks")}),
     CheckStep("matmul", "the dtype ladder (best TFLOP/s and % of peak per dtype), alignment 4096/4104/4097, how "
               "every case stopped, telemetry of the run", {
                   "cuda": _pytest("cuda", "full rule; the square cubes in every dtype and the largest gemm, "
@@ -231,7 +231,7 @@ STEPS: tuple[CheckStep, ...] = (
     CheckStep("attention_do_bench", "the flash forward at 4k tokens, our median against triton's do_bench", {
         "cuda": _probe("cuda", "triton's import (~3 s), our cold and hot medians under the cross-check rule "
                        "(>= 1 s each), do_bench's 25 ms warm-up and 200 ms of repetitions, NVML clocks around both",
-                       6, "suites.checks.attention:flash_do_bench")}),
+                       6, "suites.gpu_check.attention:flash_do_bench")}),
     CheckStep("batch_size", "the largest GPT-2 124M batch within 8 GiB for fp32, amp_bf16 and amp_bf16 with "
               "activation checkpointing: the memory levers in samples", {
                   "cuda": _pytest("cuda", "per search about 10 tries (doubling, then bisection; 10-80 samples), "
@@ -258,9 +258,9 @@ STEPS: tuple[CheckStep, ...] = (
               "datasheet peaks", {
                   "cuda": _probe("cuda", "20 s per dtype over the full plan's shapes (a lower bound of its 60 s "
                                  "search), 5 s of copy and triad, each part over by at most its last shape", 47,
-                                 "suites.checks.matmul:achievable_search"),
+                                 "suites.gpu_check.matmul:achievable_search"),
                   "cpu": _probe("cpu", "3.5 s per dtype and 2 s of bandwidth, measured 11 s here", 11,
-                                "suites.checks.matmul:achievable_search")},
+                                "suites.gpu_check.matmul:achievable_search")},
               outputs=("achievable.json",)),
 )
 STEP_NAMES = tuple(step.name for step in STEPS)
