@@ -13,6 +13,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
@@ -194,3 +195,8 @@ def _number(text: str) -> float:
 def slug(text: str) -> str:
     """A file-name-safe version of a case id or device name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120]
+
+
+def signed_percent(ratio: float | None) -> str:
+    """A ratio as a signed change, `+12.3 %`; empty when there is none."""
+    return "" if ratio is None or not np.isfinite(ratio) else f"{(ratio - 1) * 100:+.1f} %"

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 from reports.__main__ import main
-from reports.compare import NOT_JUDGED, compare, decide, gate_status, parse_group_thresholds
+from reports.compare import parse_group_thresholds
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import load
+from reports.gate import NOT_JUDGED, gate_status
 from reports.noise import level
+from reports.verdicts import compare, decide
 from suites.observers.telemetry import Sample, summarize
 from tests.resultfiles import (
     DATA,

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from reports.__main__ import main
-from reports.compare import compare
 from reports.format.load import load
+from reports.verdicts import compare
 from tests import hostile
 
 RESULT_COMMANDS = {
