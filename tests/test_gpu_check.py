@@ -147,7 +147,7 @@ def test_plan_prints_the_schedule_for_both_devices_and_runs_nothing(tmp_path):
 
 
 def test_the_docs_table_gives_each_steps_estimate():
-    readme = (ROOT / "docs" / "command.md").read_text()
+    readme = (ROOT / "docs" / "gpu_check.md").read_text()
     for step in STEPS:
         row = next(line for line in readme.splitlines() if line.startswith(f"| {step.name} |"))
         assert f"| {step.plans['cuda'].estimate.seconds:.0f} s |" in row, row

@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from reports.format import strict_json
-from suites.core import devices, gemm
+from suites.core import devices, gemm, memory
 from suites.core.cases import Case, Unsupported
 from suites.core.precision import DTYPES, float32_mode
 from suites.core.profiles import MiB, SearchPlan, search_plan, searches_serving
@@ -164,12 +164,6 @@ def _time_per_call(fn: Callable[[], object], device: torch.device, rule: StopRul
     return measure(fn, device, rule).median_s
 
 
-def _release(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-
-
 Shape = tuple[int, int, int]
 
 
@@ -184,7 +178,7 @@ def _gemm_rate(shape: Shape, dtype: str, device: torch.device, rule: StopRule) -
         seconds = _time_per_call(product.fn, device, rule)
     finally:
         del product
-        _release(device)
+        memory.release(device)
     return 2 * math.prod(shape) / seconds
 
 
@@ -217,7 +211,7 @@ def search_gemm(dtype: str, device: torch.device, plan: SearchPlan, clock: Calla
                 tried[shape] = measure_rate(shape)
         except (torch.OutOfMemoryError, Unsupported):  # a shape too large, or one the kernel rejects, is a
             tried[shape] = 0.0  # point of the search, not a failure of it
-            _release(device)
+            memory.release(device)
         return tried[shape] > previous
 
     for size in plan.sizes:
@@ -268,7 +262,7 @@ def search_bandwidth(device: torch.device, plan: SearchPlan, clock: Callable[[],
             except torch.OutOfMemoryError:  # arrays too large for this device: the smaller sizes stand
                 continue
             finally:
-                _release(device)
+                memory.release(device)
             tried += 1
             if best is None or rate > best[0]:
                 best = (rate, size)

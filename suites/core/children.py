@@ -21,6 +21,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+# The signals that ask a process to stop (a CI timeout, a closed terminal, Ctrl-C): a run writes what it finished
+# and a child is stopped with its parent. The platform may lack some (Windows has no SIGHUP).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 GRACE_S = 20.0  # after SIGTERM, how long a child has to write what it finished before it is killed
 _PR_SET_PDEATHSIG = 1

@@ -8,6 +8,7 @@ options default to live here, and the modules that use them import them from her
 from __future__ import annotations
 
 import os
+import re
 from enum import Enum
 from pathlib import Path
 
@@ -27,6 +28,17 @@ class Profile(str, Enum):
 
 
 PROFILES = tuple(p.value for p in Profile)
+# `--bench-device`'s grammar, read by the plugin (suites/core/devices.py) and the GPU check's plan alike: `auto`,
+# `cpu`, `cuda` or `cuda:N` with nothing after (not `cuda:0:junk`).
+CUDA_DEVICE = re.compile(r"cuda(?::([0-9]{1,4}))?")
+
+
+def device_type(option: str) -> str | None:
+    """`cpu` or `cuda` for a device option that names one (`cuda:1` is `cuda`); None for `auto` or a malformed
+    one."""
+    if option == "cpu":
+        return "cpu"
+    return "cuda" if CUDA_DEVICE.fullmatch(option) else None
 TELEMETRY_INTERVAL_MS = 20.0  # NVML sampling interval during a measurement
 DIST_TIMEOUT_S = 300.0  # under torchrun: how long any collective may wait for the other ranks
 NIGHTLY_ROUNDS = 3  # --bench-rounds of the nightly workflow

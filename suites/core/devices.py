@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 import torch
 
 from suites.core import nvml, peaks
+from suites.core.defaults import CUDA_DEVICE
 
 
 class DeviceError(ValueError):
     """A --device value this machine cannot serve: a usage error, not a silent all-skip."""
 
 
-_CUDA = re.compile(r"cuda(?::([0-9]{1,4}))?")  # `cuda` or `cuda:N`, nothing after (not `cuda:0:junk`)
 # The oldest Linux driver each CUDA major version runs on (NVIDIA's CUDA release notes, "minor version
 # compatibility"): a torch wheel built for CUDA 13 finds no GPU under a 570 driver, which runs CUDA 12.8 at most.
 MIN_DRIVER = {13: 580, 12: 525, 11: 450}
@@ -29,7 +29,7 @@ def resolve(option: str, flag: str = "--device") -> torch.device:
     a GPU box unasked would pass for a GPU run. `cpu` asks for the CPU and is never refused."""
     if option == "cpu":
         return torch.device("cpu")
-    cuda = _CUDA.fullmatch(option)
+    cuda = CUDA_DEVICE.fullmatch(option)
     if option != "auto" and cuda is None:
         raise DeviceError(f"{flag} {option}: expected auto, cpu, cuda or cuda:N")
     if not torch.cuda.is_available():

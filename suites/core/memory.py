@@ -1,4 +1,4 @@
-"""Peak memory of one call on the CPU, from torch.profiler's memory events.
+"""Memory around a case: its peak on the CPU, from torch.profiler's memory events, and handing memory back.
 
 On CUDA the runner reads the caching allocator's peak; the CPU allocator keeps no such counter, but the profiler
 with `profile_memory=True` records every allocation and free (`[memory]` events with signed byte counts) on the
@@ -8,6 +8,7 @@ call needed above what existed before it (its inputs). It is taken in a call of 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -28,3 +29,13 @@ def cpu_peak_bytes(fn: Callable[[], object]) -> int:
 def cpu_memory_info(fn: Callable[[], object], device: torch.device) -> dict:
     """`peak_mem_bytes` of one call on the CPU; nothing elsewhere (the runner reads CUDA's allocator itself)."""
     return {"peak_mem_bytes": cpu_peak_bytes(fn)} if device.type == "cpu" else {}
+
+
+def release(device: torch.device) -> None:
+    """Hand back what a case, a try or a searched shape held, so that the next starts from the same free memory
+    and its peak is its own: collect what reference cycles hold (a failed call's traceback frames keep its
+    tensors), then on CUDA wait for the device and return the caching allocator's blocks."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()

@@ -8,7 +8,6 @@ after every case so the run goes on. Extensions (telemetry, traces) wrap the mea
 from __future__ import annotations
 
 import contextlib
-import gc
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +16,7 @@ from typing import Protocol
 
 import torch
 
+from suites.core import memory
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.precision import float32_mode
 from suites.core.timing import Measurement, Ranks, StopRule, measure, pool_rounds
@@ -82,13 +82,6 @@ def first_line(exc: BaseException) -> str:
     """`Type: first line of the message`: what a recorded result says of an exception (stack traces stay out)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
-
-
-def _release(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
 
 
 def _base_info(case: Case, device: torch.device) -> dict:
@@ -212,7 +205,7 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
         result = _failure(case, device, exc)
     finally:
         del workload
-        _release(device)
+        memory.release(device)
     result.extra_info["status"] = result.status
     if result.reason:
         result.extra_info["reason"] = result.reason
@@ -286,7 +279,7 @@ def check(case: Case, workload: Workload, info: dict) -> tuple[str, str | None]:
     try:
         info["error_rel"] = err = workload.error_rel()
     except Exception as exc:  # the boundary: a failing check must not lose the measurement
-        _release(torch.device(info["device"]))
+        memory.release(torch.device(info["device"]))
         return "error", f"correctness check did not run ({first_line(exc)}); the timing is kept"
     if case.tolerance is None:
         return "ok", None

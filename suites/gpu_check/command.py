@@ -41,6 +41,7 @@ from tabulate import tabulate
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import output_dir
+from suites.core.defaults import device_type
 from suites.gpu_check import step_times
 from suites.gpu_check.bounded import TERM_GRACE_S, Finished, run_bounded
 from suites.gpu_check.rows import ROW_PREFIX, Row
@@ -57,7 +58,6 @@ PROGRESS_S = 30.0
 PROGRESS_RANGE_S = (1.0, 3600.0)
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT_PARTS = ("bench", "tools", "conftest.py")  # what the steps run from the repository's root
-_CUDA = re.compile(r"cuda(?::(\d+))?")
 
 
 class UsageError(Exception):
@@ -214,7 +214,7 @@ class StepRun:
             if "--achievable-peaks" not in subst:  # the search has a step of its own
                 subst += ["--achievable-peaks", "off"]
             return [sys.executable, "-m", "pytest", *subst, "--benchmark-only", "--device", self.device,
-                    "--bench-profile", PROFILE[self.device.split(":")[0]], "-v", "-p", "no:cacheprovider",
+                    "--bench-profile", PROFILE[device_type(self.device)], "-v", "-p", "no:cacheprovider",
                     f"--benchmark-json={self.out / f'{self.step.name}.json'}"]
         if self.plan.probe:
             return [sys.executable, "-m", "suites.gpu_check.probe", self.plan.probe, str(self.out), self.device]
@@ -302,7 +302,7 @@ def learn(times: StepTimes, run: StepRun, finished: Finished) -> None:
     limit says only "at least"); a cache that cannot be written costs a warning, not the check."""
     if finished.returncode is None:
         return
-    times.record(run.step.name, plan_key(run.plan, PROFILE[run.device.split(":")[0]]), finished.seconds,
+    times.record(run.step.name, plan_key(run.plan, PROFILE[device_type(run.device)]), finished.seconds,
                  f"exit {finished.returncode}")
     try:
         times.save()
@@ -314,16 +314,16 @@ def check(options: Options, clock: Callable[[], float]) -> list[Row]:
     """Run every step that fits, in order, each expected to take what it took here before (or its reasoned
     estimate); keep each step's wall time for the next plan; return all rows (printed and saved as they came)."""
     report = Report(options.out, clock)
-    device_type = options.device.split(":")[0]
+    kind = device_type(options.device)
     for step in STEPS:
         left = options.budget_s - clock()
-        seconds = expected_s(step, device_type, options.times)[0] if device_type in step.plans else 0.0
-        reason = skip_reason(step, device_type, left, options.only, seconds)
+        seconds = expected_s(step, kind, options.times)[0] if kind in step.plans else 0.0
+        reason = skip_reason(step, kind, left, options.only, seconds)
         if reason is not None:
             report.emit(Row(step.name, "skipped", reason, "", None, step.name, "plan"))
             continue
         timeout = step_timeout(seconds, left)
-        run = StepRun(step, step.plans[device_type], options.out, options.device, timeout,
+        run = StepRun(step, step.plans[kind], options.out, options.device, timeout,
                       report.progress(step.name, timeout), options.progress_s, seconds)
         clean(run.step, run.out)
         finished = run.run()
@@ -349,9 +349,7 @@ def parent_device(option: str) -> str:
 
 def plan_device(option: str) -> str:
     """--plan's device type: cpu or cuda as given (no GPU needed to see a GPU's plan), auto as this machine."""
-    if option == "cpu" or _CUDA.fullmatch(option):
-        return option.split(":")[0]
-    return parent_device(option).split(":")[0]
+    return device_type(option) or device_type(parent_device(option))
 
 
 def identity(device: str) -> dict | None:
@@ -451,11 +449,11 @@ def options(args: argparse.Namespace) -> Options:
     budget_s, only, progress_s = parse_budget(args.budget_s), parse_only(args.only), parse_progress(args.progress_s)
     checkout()
     device = parent_device(args.device)
-    device_type = device.split(":")[0]
+    kind = device_type(device)
     times, why_none = learned_times(device, args.times_cache)
     if times is None:  # parent_device resolved it, so it has an identity; kept for what resolve may change
         raise UsageError(f"--device {device}: {why_none}")
-    if reason := nothing_fits(plan(device_type, budget_s, only, times), device_type, budget_s):
+    if reason := nothing_fits(plan(kind, budget_s, only, times), kind, budget_s):
         raise UsageError(reason)
     try:
         out = output_dir(Path(args.out).resolve())
@@ -477,9 +475,9 @@ def checked_main(args: argparse.Namespace) -> int:
     try:
         if args.plan:
             budget_s, only = parse_budget(args.budget_s), parse_only(args.only)
-            device_type = plan_device(args.device)
-            times, learned = learned_times(device_type if args.device == "auto" else args.device, args.times_cache)
-            print(plan_table(plan(device_type, budget_s, only, times), device_type, budget_s, learned))
+            kind = plan_device(args.device)
+            times, learned = learned_times(kind if args.device == "auto" else args.device, args.times_cache)
+            print(plan_table(plan(kind, budget_s, only, times), kind, budget_s, learned))
             return 0
         checked = options(args)
     except UsageError as exc:
@@ -489,7 +487,3 @@ def checked_main(args: argparse.Namespace) -> int:
         print(f"error: --out {exc}", file=sys.stderr)
         return 2
     return run_check(checked)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -78,7 +78,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     bench = benchmark_session(config)
     if config.option.collectonly or bench is None or not any(uses_suite(item) for item in session.items):
         return
-    shared = bench_session(config)
+    shared = shared_session(config)
     if shared.world is not None:
         from suites.harness import distributed
         distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
@@ -140,7 +140,7 @@ def active_session(config: pytest.Config) -> BenchSession | None:
     return config.stash.get(SESSION, None)
 
 
-def bench_session(config: pytest.Config) -> BenchSession:
+def shared_session(config: pytest.Config) -> BenchSession:
     """The run's shared state (device, profile, rule, peaks, observers, the cases not measured), made on first use."""
     if SESSION not in config.stash:
         from suites.harness import bench_session
@@ -254,7 +254,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], CaseResult]:
     """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON."""
     from suites.harness import bench_session
-    shared = bench_session(request.config)
+    shared = shared_session(request.config)
     return lambda case: bench_session.run(shared, benchmark, request, case)
 
 
@@ -264,5 +264,5 @@ def device_bench(request: pytest.FixtureRequest, benchmark) -> DeviceBench:
     times its ops (device time with the host held out; wall time on a CPU) and record it in the benchmark JSON.
     `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py."""
     from suites.harness.device_bench import DeviceBench
-    shared = bench_session(request.config)
+    shared = shared_session(request.config)
     return DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))

@@ -43,10 +43,10 @@ from pytest_benchmark.utils import SafeJSONEncoder, get_tag
 
 from reports.format import strict_json
 from reports.format.schema import RESULTS_SCHEMA_VERSION
-from suites.harness.journal import SUFFIX as JOURNAL_SUFFIX
+from suites.core.children import STOP_SIGNALS
+from suites.harness import journal
 from suites.harness.journal import Journal, JournalBusy, fsync_dir
 
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 SPECIAL_FILES = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a named pipe",
                  stat.S_ISSOCK: "a socket"}
@@ -127,14 +127,14 @@ def storage_folder(config: pytest.Config) -> Path:
 
 
 def journal_path(target: Path) -> Path:
-    return target.with_name(target.name + JOURNAL_SUFFIX)
+    return target.with_name(target.name + journal.SUFFIX)
 
 
 def next_number(folder: Path) -> int:
     """pytest-benchmark's run counter: one more than the highest NNNN_*.json in the machine's folder, a run's
     journal (NNNN_*.json.journal: running, or killed) counting as its run."""
     numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*")
-               if p.name.endswith((".json", ".json" + JOURNAL_SUFFIX))]
+               if p.name.endswith((".json", ".json" + journal.SUFFIX))]
     return max(numbers, default=0) + 1
 
 

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from suites.core import memory
 from suites.core.cases import Case, Workload
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
 from suites.core.profiles import Profile
@@ -98,15 +99,6 @@ def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
     return torch.cuda.max_memory_allocated(device) - before
 
 
-def release(device: torch.device) -> None:
-    """After a try: its tensors are freed by reference counting when it returns; on CUDA, collect what cycles
-    hold and hand the allocator's cached blocks back, so the next try starts from the same free memory."""
-    if device.type == "cuda":
-        gc.collect()
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-
-
 @dataclass
 class ReadyStep:
     """A model, its optimizer and a batch on the device: calling it runs one recipe step."""
@@ -158,7 +150,7 @@ def try_batch(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, dev
     else:
         reason = over_budget(peak, budget)
         fit = Fit(batch, reason is None, peak, reason)
-    release(device)
+    memory.release(device)
     return fit
 
 
@@ -281,7 +273,7 @@ def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str,
                 "search_tries": [asdict(t) for t in found.tries]}
 
         return timed_where_it_fits(found, lambda b: _workload(spec, precision, checkpoint, b, device, limit, info),
-                                   lambda: release(device))
+                                   lambda: memory.release(device))
 
     name = "block" if checkpoint else "off"
     return Case(suite=SUITE, id=f"{SUITE}/max_batch/{spec.name}/{precision}/checkpoint-{name}",
