@@ -43,7 +43,7 @@ WHOLE_RUN_FLOOR_PCT = 2.5
 
 
 @dataclass(frozen=True)
-class Estimate:
+class ChangeEstimate:
     """The candidate's level against the baseline's, with the run-to-run noise that judges it."""
 
     ratio: float  # candidate level / baseline level
@@ -93,7 +93,8 @@ def between_runs(base: list[pd.Series]) -> tuple[float, int]:
     return float(np.std(y, ddof=1)), len(y) - 1
 
 
-def estimate(base: list[pd.Series], cand: pd.Series, noise_floor_pct: float = DEFAULT_NOISE_FLOOR_PCT) -> Estimate:
+def estimate(base: list[pd.Series], cand: pd.Series,
+             noise_floor_pct: float = DEFAULT_NOISE_FLOOR_PCT) -> ChangeEstimate:
     """The candidate run against K >= 1 baseline runs of the same case, judged by run-to-run noise."""
     within, within_dof = within_runs([*base, cand])
     between, between_dof = between_runs(base)
@@ -119,5 +120,6 @@ def estimate(base: list[pd.Series], cand: pd.Series, noise_floor_pct: float = DE
     dist = stats.t(dof) if dof else stats.norm()
     half = float(dist.ppf(0.975)) * error
     p = float(2 * dist.sf(abs(diff) / error))
-    return Estimate(ratio=float(np.exp(diff)), ci_low=float(np.exp(diff - half)), ci_high=float(np.exp(diff + half)),
-                    p_value=p, noise_pct=float(np.expm1(sigma) * 100), basis=basis)
+    return ChangeEstimate(ratio=float(np.exp(diff)), ci_low=float(np.exp(diff - half)),
+                          ci_high=float(np.exp(diff + half)), p_value=p, noise_pct=float(np.expm1(sigma) * 100),
+                          basis=basis)

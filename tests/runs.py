@@ -33,7 +33,7 @@ TIMEOUT_S = 600
 
 
 @dataclass
-class Run:
+class ProcessRun:
     """A finished run: its command, exit code and output, and the results file it was asked to write."""
 
     command: list[str]
@@ -64,14 +64,14 @@ def environment(extra: dict[str, str] | None = None, inherit: bool = True) -> di
 
 
 def run_command(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None, inherit_env: bool = True,
-                timeout: float = TIMEOUT_S, json_path: Path | None = None) -> Run:
+                timeout: float = TIMEOUT_S, json_path: Path | None = None) -> ProcessRun:
     """Any program run to its end; env adds to this process's environment (or is the whole of it, see environment)."""
     proc = subprocess.run(command, cwd=cwd, env=environment(env, inherit_env), capture_output=True, text=True,
                           timeout=timeout)
-    return Run(command, proc.returncode, proc.stdout, proc.stderr, json_path)
+    return ProcessRun(command, proc.returncode, proc.stdout, proc.stderr, json_path)
 
 
-def run_python(*args: str, **kwargs) -> Run:
+def run_python(*args: str, **kwargs) -> ProcessRun:
     """`python ARGS` in a fresh interpreter, as a user runs it."""
     return run_command([sys.executable, *args], **kwargs)
 
@@ -103,23 +103,23 @@ def bench_args(path: str, *args: str, json_path: Path | None = None) -> list[str
     return [path, "--benchmark-only", "--bench-device", "cpu", *args, *out]
 
 
-def run_pytest(*args: str, **kwargs) -> Run:
+def run_pytest(*args: str, **kwargs) -> ProcessRun:
     """`python -m pytest -q ARGS`."""
     return run_python("-m", "pytest", *PYTEST_OPTIONS, *args, **kwargs)
 
 
-def run_bench(path: str, *args: str, json_path: Path | None = None, **kwargs) -> Run:
+def run_bench(path: str, *args: str, json_path: Path | None = None, **kwargs) -> ProcessRun:
     """A benchmark run of one bench file on this CPU (`--benchmark-only --bench-device cpu`)."""
     return run_pytest(*bench_args(path, *args, json_path=json_path), json_path=json_path, **kwargs)
 
 
-def run_reports(*args: str, **kwargs) -> Run:
+def run_reports(*args: str, **kwargs) -> ProcessRun:
     """`python -m reports ARGS`."""
     return run_python("-m", "reports", *args, **kwargs)
 
 
 def run_torchrun(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
-                 json_path: Path | None = None) -> Run:
+                 json_path: Path | None = None) -> ProcessRun:
     """pytest under `torchrun --standalone --nproc-per-node 2` on this CPU (gloo), writing json_path when given."""
     out = [f"--benchmark-json={json_path}"] if json_path is not None else []
     return run_python("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "pytest",
@@ -135,7 +135,7 @@ def exit_status(exc: SystemExit) -> int:
     return 1
 
 
-def call_in_process(main: Callable[[list[str]], int], *args: str, cwd: Path = ROOT) -> Run:
+def call_in_process(main: Callable[[list[str]], int], *args: str, cwd: Path = ROOT) -> ProcessRun:
     """A command's `main(argv)` called here with its stdout and stderr captured, in cwd. A SystemExit ends it as it
     would end the interpreter: its code, or its message on stderr and exit code 1."""
     out, err = io.StringIO(), io.StringIO()
@@ -150,14 +150,14 @@ def call_in_process(main: Callable[[list[str]], int], *args: str, cwd: Path = RO
     finally:
         os.chdir(saved_cwd)
         sys.path[:] = saved_path  # pytest puts the bench files' root first
-    return Run([f"{main.__module__}.{main.__name__}", *args], code, out.getvalue(), err.getvalue())
+    return ProcessRun([f"{main.__module__}.{main.__name__}", *args], code, out.getvalue(), err.getvalue())
 
 
-def run_pytest_in_process(*args: str, cwd: Path = ROOT) -> Run:
+def run_pytest_in_process(*args: str, cwd: Path = ROOT) -> ProcessRun:
     """`python -m pytest -q ARGS` by pytest.main in this interpreter, for a run that stops before its first case."""
     return call_in_process(pytest.main, *PYTEST_OPTIONS, *args, cwd=cwd)
 
 
-def run_reports_in_process(*args: str, cwd: Path = ROOT) -> Run:
+def run_reports_in_process(*args: str, cwd: Path = ROOT) -> ProcessRun:
     """`python -m reports ARGS` by its main() in this interpreter (tests/test_trace.py runs the command itself)."""
     return call_in_process(reports_main, *args, cwd=cwd)

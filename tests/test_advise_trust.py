@@ -15,7 +15,7 @@ from tests.resultfiles import DATA
 BUSY = DATA / "busy_gate"
 
 
-def sweep_rows(name: str) -> list[advise.Row]:
+def sweep_rows(name: str) -> list[advise.SweepCase]:
     """The rows advise ranked: the sweep, with the doubted cases replaced by their second measurement."""
     rows = advise.read_rows(BUSY / name / "sweep.json")
     advise.add_parity(rows)
@@ -25,7 +25,7 @@ def sweep_rows(name: str) -> list[advise.Row]:
     return rows
 
 
-def by_lever(rows: list[advise.Row]) -> dict[str, advise.Row]:
+def by_lever(rows: list[advise.SweepCase]) -> dict[str, advise.SweepCase]:
     return {r.lever: r for r in rows if r.measured}
 
 

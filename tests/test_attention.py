@@ -11,7 +11,7 @@ from suites.core.cases import Unsupported
 from suites.core.runner import execute
 from suites.harness.bench_session import SMOKE
 from suites.ops import attention
-from suites.ops.attention import Point, Shape
+from suites.ops.attention import AttentionShape, Point
 from tests.runs import run_bench, run_reports_in_process
 
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -39,7 +39,7 @@ def test_full_profile_sweeps_sequence_at_constant_tokens_and_at_fixed_batch():
 
 
 def test_flop_model():
-    shape = Shape(2, 4, 1024, 64)
+    shape = AttentionShape(2, 4, 1024, 64)
     full = 4 * 2 * 1024**2 * 4 * 64
     assert attention.forward_flops(shape, causal=False) == full
     assert attention.forward_flops(shape, causal=True) == full / 2
@@ -48,7 +48,7 @@ def test_flop_model():
 
 def test_forward_flops_equal_the_counted_matmuls_of_naive_attention():
     """FlopCounterMode counts the two batched matmuls of the unmasked forward: 4 x b x s^2 x h x d."""
-    case = attention.make_case("naive", "float32", Point(Shape(2, 3, 96, 40), False, "fwd"))
+    case = attention.make_case("naive", "float32", Point(AttentionShape(2, 3, 96, 40), False, "fwd"))
     with FlopCounterMode(display=False) as counter:
         case.build(META).fn()
     assert counter.get_total_flops() == case.flops
@@ -72,7 +72,7 @@ def test_naive_causal_equals_torch_causal_attention():
     torch.testing.assert_close(attention.naive_attention(q, k, v, mask), expected)
 
 
-GRID = attention.every_path(Point(Shape(1, 2, 64, 32), True, "fwd_bwd"))
+GRID = attention.every_path(Point(AttentionShape(1, 2, 64, 32), True, "fwd_bwd"))
 
 
 @pytest.mark.parametrize("case", GRID, ids=[c.id.split("/", 2)[1] + "-" + c.params["dtype"] for c in GRID])
@@ -192,7 +192,7 @@ def test_forced_flash_in_float32_on_cuda_is_unsupported_with_torchs_reasons():
 @pytest.mark.gpu
 @CUDA
 def test_on_cuda_flash_needs_less_memory_than_naive_and_both_match_float64():
-    point = Point(Shape(1, 8, 2048, 128), True, "fwd_bwd")
+    point = Point(AttentionShape(1, 8, 2048, 128), True, "fwd_bwd")
     results = {impl: execute(attention.make_case(impl, "bfloat16", point), torch.device("cuda"), SMOKE)
                for impl in ("naive", "flash")}
     for result in results.values():

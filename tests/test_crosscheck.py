@@ -47,7 +47,7 @@ def test_without_clocks_the_verdict_is_in_time_and_says_why_the_clocks_are_missi
 
 
 def test_clocks_read_around_a_real_timing_on_this_machine_say_why_there_are_none():
-    case = matmul.make_case(matmul.Shape("square", 64, 64, 64), "float32")
+    case = matmul.make_case(matmul.MatmulShape("square", 64, 64, 64), "float32")
     fn = case.build(torch.device("cpu")).fn
     calls = []
 

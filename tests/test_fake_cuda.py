@@ -83,7 +83,7 @@ def test_a_row_major_b_or_float64_scales_are_refused_as_on_the_gpu():
         assert torch._scaled_mm(a, b_cols, scale_a=one, scale_b=one, out_dtype=torch.bfloat16).shape == (64, 48)
 
 
-class Clock:
+class ShapeClock:
     """Half a second per shape measured."""
 
     def __init__(self) -> None:
@@ -98,7 +98,7 @@ def test_the_float8_search_on_cuda_tries_only_shapes_torch_accepts(profile):
     """The CUDA plans' grid and refinement steps are multiples of 16: every float8 shape the search tries must be
     one _scaled_mm takes, or the search silently loses points (a refused shape counts as 0 FLOP/s)."""
     plan = profiles.search_plan("cuda", profile)
-    clock, refused, tried = Clock(), [], []
+    clock, refused, tried = ShapeClock(), [], []
 
     def rate(shape):  # the real float8 gemm on fake CUDA tensors, and a hill of rates for the search to climb
         clock.now += 0.5

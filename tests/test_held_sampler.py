@@ -118,7 +118,7 @@ def test_an_op_whose_enqueue_waits_on_the_device_falls_back_to_the_wall_clock():
     assert m.host_bound is None and m.hold_s is None  # a wall-clock time on a GPU holds host and device alike
 
 
-class Ranks:
+class OtherRank:
     """Another rank that planned a longer hold; the barrier is counted."""
 
     def __init__(self, their_hold_s: float) -> None:
@@ -133,7 +133,7 @@ class Ranks:
 
 def test_ranks_use_one_agreed_hold_and_keep_every_sample():
     gpu = VirtualGpu()
-    ranks = Ranks(their_hold_s=3e-3)
+    ranks = OtherRank(their_hold_s=3e-3)
     fn = _op(gpu, Kernel("all_reduce", 100e-6, launch_s=2e-6), lambda call: 5e-3 if call == 4 else 0.0)
     m = measure(fn, CUDA, RULE.counted(12), ranks=ranks, backend=gpu)
     assert len(m.samples_s) == 12 == ranks.barriers and m.stop_reason == "count"
@@ -146,7 +146,7 @@ def test_a_gpu_step_without_busy_time_does_not_claim_host_bound():
     gpu = VirtualGpu()
     m = measure(_op(gpu, Kernel("step", 1e-3)), CUDA, RULE, kind="step", backend=gpu)
     assert m.timer == "wall" and m.host_bound is None and m.enqueue_s is not None
-    case = matmul.make_case(matmul.Shape("square", 8, 8, 8), "float32")
+    case = matmul.make_case(matmul.MatmulShape("square", 8, 8, 8), "float32")
     info = _measurement_info(case, m)
     assert "host_bound" not in info and info["enqueue_s"] == m.enqueue_s
 

@@ -179,3 +179,14 @@ def test_no_two_modules_share_a_name_but_a_suites_per_role_modules():
         assert stem.removeprefix("test_") in suites_benched, f"{stem}: {[str(p) for p in paths]}"
         roles = [next(role for role, dirs in SUITE_ROLES.items() if str(p.parent) in dirs) for p in paths]
         assert len(roles) == len(set(roles)), f"{stem}: two in one role: {[str(p) for p in paths]}"
+
+
+def test_no_two_classes_share_a_name():
+    """`Estimate`, `Row` and `Run` were two classes each: a reader of one name must not have to ask which."""
+    found: dict[str, list[str]] = {}
+    for top in ("suites", "reports", "tools", "tests"):
+        for path in (ROOT / top).rglob("*.py"):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ClassDef):
+                    found.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in found.items() if len(paths) > 1} == {}

@@ -38,7 +38,7 @@ def test_full_profile_has_the_model_shapes():
 
 
 def test_flop_model_matches_torch_flop_counter():
-    case = matmul.make_case(matmul.Shape("square", 64, 72, 40), "float32")
+    case = matmul.make_case(matmul.MatmulShape("square", 64, 72, 40), "float32")
     workload = case.build(CPU)
     with FlopCounterMode(display=False) as counter:
         workload.fn()
@@ -48,20 +48,20 @@ def test_flop_model_matches_torch_flop_counter():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("size", [256, 264, 257])
 def test_cpu_matmul_is_within_tolerance_of_float64(dtype, size):
-    case = matmul.make_case(matmul.Shape("square", size, size, size), dtype)
+    case = matmul.make_case(matmul.MatmulShape("square", size, size, size), dtype)
     err = case.build(CPU).error_rel()
     assert 0 < err <= case.tolerance  # zero error would mean the reference was computed the same way
 
 
 @pytest.mark.parametrize("dtype", ["tf32", "float8_e4m3fn"])
 def test_gpu_only_dtypes_are_unsupported_on_cpu_with_a_reason(dtype):
-    case = matmul.make_case(matmul.Shape("square", 64, 64, 64), dtype)
+    case = matmul.make_case(matmul.MatmulShape("square", 64, 64, 64), dtype)
     with pytest.raises(Unsupported, match="compute capability"):
         case.build(CPU)
 
 
 def test_inputs_are_random_not_zeros():
-    case = matmul.make_case(matmul.Shape("square", 32, 32, 32), "float32")
+    case = matmul.make_case(matmul.MatmulShape("square", 32, 32, 32), "float32")
     out = case.build(CPU).fn()
     assert out.abs().min() > 0 or out.count_nonzero() > 0.99 * out.numel()
     assert out.std() > 1
@@ -77,7 +77,7 @@ def test_relative_error_definition():
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
                     reason="float8 matmul needs a CUDA GPU of compute capability 8.9 or newer")
 def test_fp8_matmul_is_within_tolerance_on_gpu():
-    case = matmul.make_case(matmul.Shape("square", 1024, 1024, 1024), "float8_e4m3fn")
+    case = matmul.make_case(matmul.MatmulShape("square", 1024, 1024, 1024), "float8_e4m3fn")
     assert case.build(torch.device("cuda")).error_rel() <= case.tolerance
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from suites.core.timing import rel_iqr
-from tests.runs import Run, run_python
+from tests.runs import ProcessRun, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +102,7 @@ def host(tmp_path: Path, **files: str) -> Path:
     return repo
 
 
-def run(repo: Path, *args: str) -> Run:
+def run(repo: Path, *args: str) -> ProcessRun:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no addopts, no forced plugins
     return run_python("-m", "pytest", "-p", "no:cacheprovider", "-rs", *args, cwd=repo, env=env, inherit_env=False)
 

@@ -44,13 +44,22 @@ from pytest_benchmark.utils import get_machine_id
 
 from suites.harness import results
 from suites.harness.journal import Journal, JournalBusy
-from tests.runs import ROOT, Run, run_command, run_pytest, run_reports_in_process, start, start_pytest, start_python
+from tests.runs import (
+    ROOT,
+    ProcessRun,
+    run_command,
+    run_pytest,
+    run_reports_in_process,
+    start,
+    start_pytest,
+    start_python,
+)
 from tests.test_results_file import _journal_lines, _quick
 
 ROUNDS = ["-k", "square and float32", "--bench-rounds", "3"]
 
 
-def _run(*args: str) -> Run:
+def _run(*args: str) -> ProcessRun:
     return run_pytest(*_quick(*args))
 
 

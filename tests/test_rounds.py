@@ -80,7 +80,7 @@ def test_each_round_pools_the_rounds_before_it():
     """Round r's result pools rounds 1..r, so a run stopped in the earlier rounds keeps a headline of all of them,
     and pytest's round gets each round's own measurement once."""
     session = BenchSession(torch.device("cpu"), "quick", None, rounds=3)
-    case = matmul.make_case(matmul.Shape("square", 16, 16, 16), "float32")
+    case = matmul.make_case(matmul.MatmulShape("square", 16, 16, 16), "float32")
     log = measure_rounds([case], 3, lambda c, earlier: measure_once(session, c, earlier), report=lambda _: None)
     first, second = log.results[case.id]
     assert first.measurement.rounds == [] and second.measurement.rounds[0] is first.measurement

@@ -20,7 +20,7 @@ from suites.ops import matmul
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
-SMALL = matmul.make_case(matmul.Shape("square", 64, 64, 64), "float32")
+SMALL = matmul.make_case(matmul.MatmulShape("square", 64, 64, 64), "float32")
 
 
 def _case(build, tolerance=None) -> Case:

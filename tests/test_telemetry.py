@@ -34,7 +34,7 @@ from tests.runs import run_pytest_in_process
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
-SMALL = matmul.make_case(matmul.Shape("square", 64, 64, 64), "float32")
+SMALL = matmul.make_case(matmul.MatmulShape("square", 64, 64, 64), "float32")
 
 # Clock-event masks as NVML reports them: idle between kernels, the power cap under a long gemm, a hot GPU.
 IDLE, POWER_CAP, APP_CLOCKS, HOT = 0x1, 0x4, 0x2, 0x20 | 0x40

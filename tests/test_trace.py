@@ -23,12 +23,12 @@ from reports.format.kineto.events import KERNEL, read_trace
 from reports.format.kineto.kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
 from reports.format.kineto.summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
 from tests.resultfiles import TRACES
-from tests.runs import Run, run_reports
+from tests.runs import ProcessRun, run_reports
 
 SHARED = sorted(TRACES.glob("*.json.gz"))
 
 
-def run_cli(*args: str) -> Run:
+def run_cli(*args: str) -> ProcessRun:
     """`python -m reports trace ...` in a fresh interpreter, as a user runs it."""
     return run_reports("trace", *args, timeout=120)
 
@@ -360,7 +360,7 @@ def test_host_figures_on_real_traces() -> None:
 # --- broken input ------------------------------------------------------------------------------------------
 
 
-def assert_one_line_error(result: Run, path: Path) -> None:
+def assert_one_line_error(result: ProcessRun, path: Path) -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()

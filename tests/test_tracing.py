@@ -78,7 +78,7 @@ def test_a_trace_that_fails_is_recorded_and_the_measurement_stands(tmp_path):
 
 
 def _gpu_trace(dtype: str, tmp_path: Path) -> dict:
-    case = matmul.make_case(matmul.Shape("square", 4096, 4096, 4096), dtype)
+    case = matmul.make_case(matmul.MatmulShape("square", 4096, 4096, 4096), dtype)
     result = execute(case, torch.device("cuda"), RULE, extensions=[TraceExtension(tmp_path)])
     assert result.status == "ok", result.reason
     return result.extra_info["trace_summary"]["devices"][0]

@@ -85,7 +85,7 @@ def sized_case(device: torch.device) -> Case:
     """A square bfloat16 matmul whose call lasts about KERNEL_S, found by scaling n with the cube root of time."""
     n = 8192
     for _ in range(4):
-        case = matmul.make_case(matmul.Shape("square", n, n, n), "bfloat16")
+        case = matmul.make_case(matmul.MatmulShape("square", n, n, n), "bfloat16")
         seconds = measure(case.build(device).fn, device, rules(Profile.QUICK).stop).median_s
         if abs(seconds / KERNEL_S - 1) < 0.1:
             break

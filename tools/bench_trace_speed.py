@@ -68,11 +68,11 @@ def main() -> int:
             "reports.trace alone": light_command(trace),
             "HTA load + temporal breakdown": [sys.executable, "-c", HTA_SCRIPT, str(trace.parent)],
         }
-        runs: dict[str, list[Run]] = {label: [] for label in contenders}
+        runs: dict[str, list[TraceTiming]] = {label: [] for label in contenders}
         for _ in range(args.repeat):  # round-robin, so load from other processes hits every contender alike
             for label, command in contenders.items():
                 runs[label].append(run_child(command))
-        medians = {label: Run.median(found) for label, found in runs.items()}
+        medians = {label: TraceTiming.median(found) for label, found in runs.items()}
         for label, run in medians.items():
             print(
                 f"{label:32s} median {run.wall_s:6.3f} s wall, {run.cpu_s:6.3f} s CPU, peak RSS {run.rss_mib:4.0f} MiB"
@@ -155,7 +155,7 @@ def light_command(trace: Path) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Run:
+class TraceTiming:
     """One child process: wall and CPU (user + system) seconds, peak resident memory."""
 
     wall_s: float
@@ -163,16 +163,16 @@ class Run:
     rss_mib: float
 
     @staticmethod
-    def median(runs: list[Run]) -> Run:
+    def median(runs: list[TraceTiming]) -> TraceTiming:
         """Median times; the largest peak RSS."""
-        return Run(
+        return TraceTiming(
             statistics.median(r.wall_s for r in runs),
             statistics.median(r.cpu_s for r in runs),
             max(r.rss_mib for r in runs),
         )
 
 
-def run_child(command: list[str]) -> Run:
+def run_child(command: list[str]) -> TraceTiming:
     """Run one child to completion and measure it (os.wait4 gives that child's own rusage); exit if it fails."""
     with tempfile.TemporaryFile() as stderr:
         started = time.perf_counter()
@@ -183,7 +183,7 @@ def run_child(command: list[str]) -> Run:
         if child.returncode:
             stderr.seek(0)
             raise SystemExit(f"{command[:4]} failed ({child.returncode}):\n{stderr.read().decode()[-2000:]}")
-    return Run(elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)  # Linux: ru_maxrss in KiB
+    return TraceTiming(elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)  # Linux: ru_maxrss in KiB
 
 
 def measure_big(path: Path, source: dict[str, Any], megabytes: int) -> None:

@@ -24,7 +24,7 @@ from reports.format.errors import InputError
 
 
 @dataclass
-class Run:
+class RunRecord:
     """The cases of one results file (one dict per case, measured or not, with reports.format.load's columns and no
     missing values), its machine_info, and where it came from."""
 
@@ -74,7 +74,7 @@ def results_path(path: Path) -> Path:
     raise InputError(f"{path}: not written (the run did not start, failed before its first case, or was left out)")
 
 
-def read_run(path: str | Path) -> Run:
+def read_run(path: str | Path) -> RunRecord:
     """The run whose results were written to `path` (or its journal); an InputError (one line, naming the file)
     when neither can be read. A run that recorded no case at all has an empty `cases`."""
     source = results_path(Path(path))
@@ -86,4 +86,4 @@ def read_run(path: str | Path) -> Run:
     reason = data.get("incomplete_reason") if data.get("incomplete") is True else None
     if data.get("incomplete") is True and not reason:
         reason = "no reason recorded"
-    return Run(source, cases, machine, reason, [line for line in stderr.getvalue().splitlines() if line.strip()])
+    return RunRecord(source, cases, machine, reason, [line for line in stderr.getvalue().splitlines() if line.strip()])

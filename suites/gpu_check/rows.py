@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.format.readback import Run, read_run
+from reports.format.readback import RunRecord, read_run
 
 ROW_PREFIX = "GPU_CHECK_ROW "  # a probe's stdout line that carries a row as JSON
 
@@ -29,13 +29,13 @@ class Row:
     source: str = ""
 
 
-def read_step(out: Path, name: str) -> Run:
+def read_step(out: Path, name: str) -> RunRecord:
     """The results of the check's pytest step `name` (out/NAME.json, or the journal of a killed run); an
     InputError naming the file when there is neither (the check turns it into a failing row)."""
     return read_run(out / f"{name}.json")
 
 
-def sourced(run: Run, rows: Iterable[Row]) -> list[Row]:
+def sourced(run: RunRecord, rows: Iterable[Row]) -> list[Row]:
     """The rows, each saying it was read from `run`."""
     listed = list(rows)
     for row in listed:

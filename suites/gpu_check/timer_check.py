@@ -26,8 +26,8 @@ from suites.ops import matmul
 # Without the hold, the GPU waits for the host between kernels and device time comes out equal to the enqueue time;
 # with it, device time is the kernels' own (a few microseconds against a host's 4-10 per launch).
 HOST_BOUND_DEVICE_SHARE = 0.8
-CUDA_GEMM = matmul.Shape("square", 4096, 4096, 4096)
-CPU_GEMM = matmul.Shape("square", 256, 256, 256)
+CUDA_GEMM = matmul.MatmulShape("square", 4096, 4096, 4096)
+CPU_GEMM = matmul.MatmulShape("square", 256, 256, 256)
 DO_BENCH_TOLERANCE = 0.03
 
 

@@ -50,7 +50,7 @@ LEVER_SEQ = SEQS[0]  # the cold and graph twins run where launches and L2 weigh 
 
 
 @dataclass(frozen=True)
-class Shape:
+class AttentionShape:
     """Query, key and value are batch x heads x seq x head_dim (self-attention: one sequence length)."""
 
     batch: int
@@ -67,13 +67,13 @@ class Shape:
         return "x".join(map(str, self.dims))
 
 
-def forward_flops(shape: Shape, causal: bool) -> float:
+def forward_flops(shape: AttentionShape, causal: bool) -> float:
     """4 x b x s^2 x h x d (two matmuls of 2 x b x h x s^2 x d), halved when causal."""
     flops = 4 * shape.batch * shape.seq**2 * shape.heads * shape.head_dim
     return flops / 2 if causal else flops
 
 
-def pass_flops(shape: Shape, causal: bool, pass_: str) -> float:
+def pass_flops(shape: AttentionShape, causal: bool, pass_: str) -> float:
     return forward_flops(shape, causal) * (1 + BACKWARD_FACTOR if pass_ == "fwd_bwd" else 1)
 
 
@@ -148,7 +148,7 @@ def probe(impl: str, run: Callable[[], object]) -> None:
 class Point:
     """Everything that defines a case besides implementation and dtype."""
 
-    shape: Shape
+    shape: AttentionShape
     causal: bool
     pass_: str
 
@@ -211,13 +211,14 @@ def timing_twins(point: Point, impls: tuple[str, ...] = ("naive", "flash"), dtyp
 
 def fixed_batch(batch: int, heads: int, head_dim: int, seqs: tuple[int, ...], dtype: str = "bfloat16") -> list[Case]:
     """Every implementation over sequence lengths at one batch size, forward, no mask: the memory sweep."""
-    return [make_case(impl, dtype, Point(Shape(batch, heads, seq, head_dim), False, "fwd"))
+    return [make_case(impl, dtype, Point(AttentionShape(batch, heads, seq, head_dim), False, "fwd"))
             for impl in IMPLS for seq in seqs]
 
 
 def constant_tokens(tokens: int, width: int, seqs: tuple[int, ...]) -> list[Case]:
     """Every implementation, dtype, head dim, mask and pass with batch x seq = tokens and heads x head_dim = width."""
-    return [make_case(impl, dtype, Point(Shape(tokens // seq, width // head_dim, seq, head_dim), causal, pass_))
+    return [make_case(impl, dtype,
+                      Point(AttentionShape(tokens // seq, width // head_dim, seq, head_dim), causal, pass_))
             for impl in IMPLS for dtype in IMPL_DTYPES[impl] for head_dim in (64, 128) for causal in (False, True)
             for pass_ in PASSES for seq in seqs]
 
@@ -233,8 +234,9 @@ def cases(profile: str) -> list[Case]:
     sweep, the memory sweep at batch 1 up to 16k tokens, and the timing twins at its shortest sequence. A case in
     both sweeps is listed once."""
     if profile == Profile.QUICK:
-        found = fixed_batch(4, 8, 64, (128, 256, 512)) + every_path(Point(Shape(1, 2, 128, 128), True, "fwd_bwd"))
+        found = (fixed_batch(4, 8, 64, (128, 256, 512))
+                 + every_path(Point(AttentionShape(1, 2, 128, 128), True, "fwd_bwd")))
     else:
         found = (constant_tokens(16384, 2048, SEQS) + fixed_batch(1, 16, 128, SEQS)
-                 + timing_twins(Point(Shape(1, 16, LEVER_SEQ, 128), False, "fwd")))
+                 + timing_twins(Point(AttentionShape(1, 16, LEVER_SEQ, 128), False, "fwd")))
     return list({case.id: case for case in found}.values())

@@ -28,7 +28,7 @@ SUITE = "matmul"
 
 
 @dataclass(frozen=True)
-class Shape:
+class MatmulShape:
     layer: str
     m: int
     n: int
@@ -39,33 +39,34 @@ class Shape:
         return f"{self.m}x{self.n}x{self.k}"
 
 
-def _cubes(base: int) -> list[Shape]:
-    return [Shape("square", s, s, s) for s in (base, base + 8, base + 1)]
+def _cubes(base: int) -> list[MatmulShape]:
+    return [MatmulShape("square", s, s, s) for s in (base, base + 8, base + 1)]
 
 
-def _model_layers(tokens: int) -> list[Shape]:
+def _model_layers(tokens: int) -> list[MatmulShape]:
     return [
-        Shape("llama7b-mlp-up", tokens, 11008, 4096),
-        Shape("llama7b-mlp-down", tokens, 4096, 11008),
-        Shape("gpt2-lm-head", tokens, 50257, 768),
-        Shape("gpt2-lm-head", tokens, 50304, 768),
+        MatmulShape("llama7b-mlp-up", tokens, 11008, 4096),
+        MatmulShape("llama7b-mlp-down", tokens, 4096, 11008),
+        MatmulShape("gpt2-lm-head", tokens, 50257, 768),
+        MatmulShape("gpt2-lm-head", tokens, 50304, 768),
     ]
 
 
 # quick: a 2-core CPU runs every dtype in seconds (CPU float16 matmul runs at a few GFLOP/s);
 # full: sizes that fill a large GPU.
-SHAPES: dict[Profile, list[Shape]] = {
+SHAPES: dict[Profile, list[MatmulShape]] = {
     Profile.QUICK: _cubes(256) + _model_layers(8),
-    Profile.FULL: _cubes(4096) + _model_layers(4096) + [Shape("gpt2-lm-head", 8192, 50304, 768)],
+    Profile.FULL: _cubes(4096) + _model_layers(4096) + [MatmulShape("gpt2-lm-head", 8192, 50304, 768)],
 }
 # The shapes that are also timed cold and as a CUDA graph, with their warm, eager twin (the levers are CUDA-only, so
 # the quick profile, a CPU's, has none).
-LEVER_SHAPES: dict[Profile, list[Shape]] = {Profile.QUICK: [], Profile.FULL: [Shape("l2-resident", 2048, 2048, 2048)]}
+LEVER_SHAPES: dict[Profile, list[MatmulShape]] = {Profile.QUICK: [],
+                                                  Profile.FULL: [MatmulShape("l2-resident", 2048, 2048, 2048)]}
 # (cold, graph) of the twins at a lever shape: warm and eager is the baseline of both levers.
 TIMINGS = ((True, False), (False, True))
 
 
-def _build(shape: Shape, dtype: str, timed_on_cuda: bool, device: torch.device) -> Workload:
+def _build(shape: MatmulShape, dtype: str, timed_on_cuda: bool, device: torch.device) -> Workload:
     if timed_on_cuda:
         require_cuda_timing(device)
     product = gemm.build(shape.m, shape.n, shape.k, dtype, device)
@@ -79,7 +80,7 @@ def accumulation_info(dtype: str) -> dict:
     return {"fast_accum": gemm.FP8_FAST_ACCUM} if dtype == "float8_e4m3fn" else {}
 
 
-def make_case(shape: Shape, dtype: str, cold: bool = False, graph: bool = False) -> Case:
+def make_case(shape: MatmulShape, dtype: str, cold: bool = False, graph: bool = False) -> Case:
     """One matmul case; its id is stable across runs and machines (nightly history keys on it): a cold or graph
     twin adds `/cold` or `/graph` to its warm, eager case's id."""
     in_size = DTYPES[dtype].itemsize

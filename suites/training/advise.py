@@ -58,7 +58,7 @@ USAGE, FAILED, NOT_JUDGED = 2, 1, 3  # exit statuses; NOT_JUDGED as compare's ga
 
 
 @dataclass
-class Row:
+class SweepCase:
     """One case of the sweep as the JSON holds it."""
 
     lever: str
@@ -114,21 +114,21 @@ def distrust(record: dict) -> str:
     return ", ".join(reasons + trust.doubts(record, noise_measured=False))
 
 
-def _row(record: dict) -> Row:
+def _row(record: dict) -> SweepCase:
     get = {key: _present(record.get(key)) for key in FIELDS}.get
     label = str(get("case") or "").rsplit("/", 1)[-1]
-    return Row(get("lever"), label, levers_of(record), get("status") or "error", get("reason"), get("median_s"),
+    return SweepCase(get("lever"), label, levers_of(record), get("status") or "error", get("reason"), get("median_s"),
                get("q1_s"), get("q3_s"), get("peak_mem_bytes"), get("loss_first"), get("loss_after_n"),
                get("seeded_losses"), get("n_steps"), distrust=distrust(record) if get("status") == "ok" else "")
 
 
-def read_rows(path: Path) -> list[Row]:
+def read_rows(path: Path) -> list[SweepCase]:
     """Measured and not-measured cases of a results file written by the sweep, read by the reports' loader (the
     project's one checked reader of results files)."""
     return [_row(record) for record in load.load([path]).to_dict("records")]
 
 
-def trajectory(row: Row) -> tuple[np.ndarray, list[int]] | None:
+def trajectory(row: SweepCase) -> tuple[np.ndarray, list[int]] | None:
     """The losses of a case's seeded steps and their step numbers (from 1): every step's where the file has them,
     else the first and the last (files written before `seeded_losses`)."""
     if row.losses:
@@ -138,7 +138,7 @@ def trajectory(row: Row) -> tuple[np.ndarray, list[int]] | None:
     return np.asarray([row.loss_first, row.loss_after_n], dtype=float), [1, int(row.n_steps or 2)]
 
 
-def fp32_row(rows: list[Row]) -> Row | None:
+def fp32_row(rows: list[SweepCase]) -> SweepCase | None:
     return next((r for r in rows if r.lever == "precision" and r.label == "fp32" and r.loss_after_n is not None),
                 None)
 
@@ -150,7 +150,7 @@ def movement(losses: np.ndarray) -> float:
     return max(float(np.max(np.abs(losses - losses[0]))), 0.01 * abs(float(losses[0])), 1e-12)
 
 
-def add_parity(rows: list[Row]) -> None:
+def add_parity(rows: list[SweepCase]) -> None:
     """Each case's losses against fp32's at the same seeded steps (the same batches): the largest gap, in units
     of how far fp32's own loss moved, and the step where it lies."""
     fp32 = fp32_row(rows)
@@ -176,7 +176,7 @@ def add_parity(rows: list[Row]) -> None:
         r.parity_rel, r.parity_step = float(gaps[at]) / movement(ref), steps[at]
 
 
-def rejection(row: Row, budget: int | None) -> str | None:
+def rejection(row: SweepCase, budget: int | None) -> str | None:
     """Why a case cannot be recommended whatever its speed, or None."""
     if row.status == "unsupported":
         reason = row.reason or ""
@@ -206,15 +206,15 @@ def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def speedup(row: Row, base: Row) -> float:
+def speedup(row: SweepCase, base: SweepCase) -> float:
     return base.median_s / row.median_s
 
 
-def trusted(row: Row) -> bool:
+def trusted(row: SweepCase) -> bool:
     return row.measured and not row.distrust
 
 
-def helps(row: Row, base: Row) -> bool:
+def helps(row: SweepCase, base: SweepCase) -> bool:
     """Faster than the baseline beyond the noise: both step times trusted (`distrust`), by MIN_GAIN, and every
     step time of its interquartile range below the baseline's (a shared machine moves single steps a lot; the
     quartiles of both must not overlap). The reports define `faster` in reports/change.py, which says why this
@@ -222,12 +222,12 @@ def helps(row: Row, base: Row) -> bool:
     return trusted(row) and trusted(base) and speedup(row, base) > 1 + MIN_GAIN and row.q3_s < base.q1_s
 
 
-def hurts(row: Row, base: Row) -> bool:
+def hurts(row: SweepCase, base: SweepCase) -> bool:
     """Slower than the baseline beyond the noise (the mirror of `helps`)."""
     return trusted(row) and trusted(base) and speedup(row, base) < 1 - MIN_GAIN and row.q1_s > base.q3_s
 
 
-def verdict(row: Row, base: Row | None, budget: int | None) -> str:
+def verdict(row: SweepCase, base: SweepCase | None, budget: int | None) -> str:
     """One lever's effect in words: why it is rejected, or how its speed compares with the baseline's."""
     if reason := rejection(row, budget):
         return reason
@@ -251,7 +251,7 @@ def verdict(row: Row, base: Row | None, budget: int | None) -> str:
     return f"no clear effect: {ratio:.2f}x, the step times' quartiles overlap the baseline's"
 
 
-def combination(rows: list[Row], budget: int | None) -> Levers:
+def combination(rows: list[SweepCase], budget: int | None) -> Levers:
     """The fastest acceptable precision (the baseline's unless another is faster beyond the noise), plus each
     other speed lever that helped alone; a memory lever only when the baseline does not fit the budget."""
     base = next(r for r in rows if r.lever == "baseline")
@@ -279,7 +279,7 @@ def label(levers: Levers) -> str:
     return "-".join(parts)
 
 
-def recommend(rows: list[Row], budget: int | None) -> Row | None:
+def recommend(rows: list[SweepCase], budget: int | None) -> SweepCase | None:
     """The fastest measured acceptable setting among the baseline and those faster than it beyond the noise
     (`helps`), so that the recommendation agrees with the verdicts; None when nothing is acceptable. A step that
     syncs every step is no setting to choose, and a memory lever is one only when no setting without it fits."""
@@ -301,7 +301,7 @@ def _bytes(n: int | None) -> str:
     return f"{n} B"
 
 
-def table(rows: list[Row], budget: int | None) -> str:
+def table(rows: list[SweepCase], budget: int | None) -> str:
     base = next((r for r in rows if r.lever == "baseline"), None)
     lines = [{"lever": r.lever, "setting": r.label,
               "step": f"{r.median_s * 1e3:.1f} ms" if r.measured else r.status,
@@ -453,12 +453,12 @@ def _budget(args: argparse.Namespace, device: torch.device) -> int | None:
     return torch.cuda.get_device_properties(device).total_memory
 
 
-def doubted(rows: list[Row], budget: int | None) -> list[Row]:
+def doubted(rows: list[SweepCase], budget: int | None) -> list[SweepCase]:
     """The measured cases that could be recommended but whose step time cannot be trusted."""
     return [r for r in rows if r.measured and r.distrust and rejection(r, budget) is None]
 
 
-def remeasure(sweep: Sweep, rows: list[Row], budget: int | None) -> list[Row]:
+def remeasure(sweep: Sweep, rows: list[SweepCase], budget: int | None) -> list[SweepCase]:
     """Once more, in one run (`remeasure.json`), the cases whose step time cannot be trusted; a measured second
     row replaces the first and keeps why that one was doubted (`remeasured`). Only once: a host busy for the
     whole sweep stays busy, and the report then names the cases left out of the ranking."""
@@ -471,7 +471,7 @@ def remeasure(sweep: Sweep, rows: list[Row], budget: int | None) -> list[Row]:
     return merge(rows, read_rows(sweep.run("remeasure.json", select=select)), budget)
 
 
-def merge(rows: list[Row], again: list[Row], budget: int | None) -> list[Row]:
+def merge(rows: list[SweepCase], again: list[SweepCase], budget: int | None) -> list[SweepCase]:
     """The sweep's rows with each doubted case replaced by its measured second row, which keeps why the first
     was doubted; a case whose second run measured nothing keeps its first row."""
     first = {(r.lever, r.label): r.distrust for r in doubted(rows, budget)}
@@ -480,7 +480,7 @@ def merge(rows: list[Row], again: list[Row], budget: int | None) -> list[Row]:
             else r for r in rows]
 
 
-def measure(sweep: Sweep, budget: int | None) -> list[Row]:
+def measure(sweep: Sweep, budget: int | None) -> list[SweepCase]:
     """The one-lever sweep, once more the cases it cannot trust, then the combination of the levers that helped
     when no case measured it yet."""
     sweep.write()
@@ -497,7 +497,7 @@ def measure(sweep: Sweep, budget: int | None) -> list[Row]:
     return rows
 
 
-def unranked(rows: list[Row], budget: int | None) -> str | None:
+def unranked(rows: list[SweepCase], budget: int | None) -> str | None:
     """Why nothing can be ranked: the baseline, which every lever is compared with, has a step time that cannot
     be trusted (even measured twice); None when it can (or when there is no acceptable baseline)."""
     base = next((r for r in rows if r.lever == "baseline"), None)
@@ -508,7 +508,7 @@ def unranked(rows: list[Row], budget: int | None) -> str | None:
             "nothing else takes the machine's CPUs.")
 
 
-def trust_notes(rows: list[Row], budget: int | None) -> list[str]:
+def trust_notes(rows: list[SweepCase], budget: int | None) -> list[str]:
     """What the ranking left out and why, and which cases were measured twice (docs/your_model.md)."""
     notes = []
     if twice := [r for r in rows if r.remeasured]:
@@ -527,7 +527,7 @@ def trust_notes(rows: list[Row], budget: int | None) -> list[str]:
     return notes
 
 
-def advice(rows: list[Row], budget: int | None) -> str | None:
+def advice(rows: list[SweepCase], budget: int | None) -> str | None:
     """The recommendation in one sentence (None when no setting qualifies)."""
     best, base = recommend(rows, budget), next(r for r in rows if r.lever == "baseline")
     if best is None:
@@ -595,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def report(rows: list[Row], budget: int | None) -> tuple[str, int]:
+def report(rows: list[SweepCase], budget: int | None) -> tuple[str, int]:
     """The table, what the ranking left out, the recommendation, and the exit status: 0 with a recommendation,
     NOT_JUDGED when the baseline's time cannot be trusted (nothing ranked), FAILED when no setting qualifies."""
     blocked = unranked(rows, budget)
