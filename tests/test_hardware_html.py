@@ -283,3 +283,12 @@ def test_a_run_taken_on_a_busy_host_makes_the_page_and_the_hardware_plots(tmp_pa
     measured = [e for e in levers.effects(load([BUSY_OPS])) if e.pairs]
     assert measured and all(e.uncertain for e in measured)
     assert {e.doubt for e in measured} == {"every pair has a case contended or not converged"}
+
+
+def test_the_hardware_plots_of_every_real_run_in_the_repository(tmp_path, capsys):
+    """Every real run of tests/data at once (CPU runs of one and two threads, torchrun ranks, rounds, busy hosts,
+    other projects' files): a system whose levers no other system measured once crashed the lever picture, in
+    `hardware -o` and in the page's hardware section alike."""
+    assert main(["hardware", str(DATA), "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "hardware-levers.png").read_bytes().startswith(PNG)
