@@ -121,9 +121,27 @@ def render(result: Comparison, markdown: bool, width: int | None = None) -> str:
                          ("not measured (run incomplete)", result.unmeasured), ("added", result.added),
                          ("removed", result.removed)):
         if cases:
-            lines.append(f"\n{title.capitalize()} ({len(cases)}): " + ", ".join(f"`{c}`" if markdown else c
-                                                                               for c in cases))
+            lines.append("\n" + case_list(title, cases, markdown))
     return "\n".join(lines)
+
+
+LISTED = 10  # cases named one per line under a heading; more are counted by group (--json names every one)
+
+
+def case_list(title: str, cases: list[str], markdown: bool) -> str:
+    """Cases one per line under their heading (75 removed cases on one line read as none): the first `LISTED`,
+    then the rest counted by group; in markdown every case, folded under the heading."""
+    heading = f"{title.capitalize()} ({len(cases)}):"
+    if markdown:
+        items = "\n".join(f"- `{c}`" for c in cases)
+        return f"<details><summary>{heading}</summary>\n\n{items}\n\n</details>"
+    shown = [f"  {c}" for c in cases[:LISTED]]
+    rest = cases[LISTED:]
+    if rest:
+        groups = pd.Series([c.split("/", 1)[0] if "/" in c else "other" for c in rest]).value_counts(sort=False)
+        counted = ", ".join(f"{group} {n}" for group, n in groups.items())
+        shown.append(f"  ... and {len(rest)} more ({counted}); --json FILE lists every one")
+    return "\n".join([heading, *shown])
 
 
 def document(result: Comparison, gate: bool) -> dict:

@@ -124,7 +124,21 @@ def test_added_and_removed_cases_are_listed(tmp_path, capsys):
     assert result.removed == [removed] and result.added == ["matmul/new/case"]
     main(["compare", str(RUN_A), str(tmp_path / "c.json")])
     out = capsys.readouterr().out
-    assert f"Removed (1): {removed}" in out and "Added (1): matmul/new/case" in out
+    assert f"Removed (1):\n  {removed}" in out and "Added (1):\n  matmul/new/case" in out
+
+
+def test_a_long_list_of_removed_cases_names_ten_one_per_line_and_counts_the_rest_by_group(capsys):
+    """A quick run against a main job: 75 cases removed were one line of 75 names."""
+    main(["compare", str(DATA / "busy" / "main_cpu_quick_busy.json"), str(RUN_A)])
+    out = capsys.readouterr().out
+    listed = out[out.index("Removed ("):].splitlines()
+    removed = int(listed[0].removeprefix("Removed (").split(")")[0])
+    assert removed > 10 and len(listed) == 12 and all(line.startswith("  ") for line in listed[1:])
+    counted = listed[-1].split("(")[1].split(")")[0]
+    assert sum(int(part.split()[-1]) for part in counted.split(", ")) == removed - 10
+    main(["compare", str(DATA / "busy" / "main_cpu_quick_busy.json"), str(RUN_A), "--markdown"])
+    markdown = capsys.readouterr().out
+    assert markdown.count("\n- `") >= removed and f"<summary>Removed ({removed}):</summary>" in markdown
 
 
 def test_different_devices_are_refused_unless_allowed(capsys):
