@@ -1,11 +1,37 @@
-"""Runs that several test modules read: one process each, however many tests check it."""
+"""Runs that several test modules read (one process each, however many tests check it), and the `torch_api` mark.
 
+`torch_api` marks every test of a module that imports torch: it calls torch's API in this process (or drives it in
+the ranks and runs it starts), so its result can change with the torch installed. CI runs the whole suite under
+the primary torch and these tests again under every other torch the project supports (.ci/run). The mark comes
+from the module's imports, not from a hand-kept list, so a new test that imports torch is caught by it; the
+reports' tests (which never import torch), the results writer's and the GPU check's plan run once.
+"""
+
+import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
 
 from tests.runs import run_bench
+
+
+@cache
+def imports_torch(path: Path) -> bool:
+    """Whether the module imports torch anywhere (at its top or inside a test)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if any(name == "torch" or name.startswith("torch.") for name in names):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if imports_torch(Path(item.fspath)):
+            item.add_marker(pytest.mark.torch_api)
 
 
 @pytest.fixture(scope="session")

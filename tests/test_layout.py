@@ -190,3 +190,15 @@ def test_no_two_classes_share_a_name():
                 if isinstance(node, ast.ClassDef):
                     found.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in found.items() if len(paths) > 1} == {}
+
+
+def test_every_test_of_a_module_that_imports_torch_is_marked_for_every_supported_torch(request):
+    """CI runs the `torch_api` tests under every torch it supports (tests/conftest.py): the mark follows a module's
+    imports, so a new test that calls torch cannot be left out of them."""
+    from tests.conftest import imports_torch
+
+    marked = {p.name for p in (ROOT / "tests").glob("test_*.py") if imports_torch(p)}
+    assert {"test_distributed.py", "test_precision.py", "test_fake_cuda.py", "test_timing.py"} <= marked
+    # no torch import: the reports' tests, the writer's, and a test that only writes `import torch` into a file
+    assert not {"test_reports_no_torch.py", "test_results_durability.py", "test_plugin_guest.py"} & marked
+    assert request.node.get_closest_marker("torch_api") is None  # this module does not import torch
