@@ -23,6 +23,8 @@ own traceback; an allocation failure is left to the runner, which records it as 
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 
 import pytest
@@ -36,6 +38,17 @@ from suites.harness import session as sessions
 from suites.harness.session import BenchSession
 
 GROUP = "device_bench"  # the benchmark group when neither the call nor a benchmark marker names one
+
+
+def declared(name: str, value: float | None) -> float | None:
+    """A per-call `flops` or `bytes` as given, or a one-line failure of the test: a NaN, an infinity or a negative
+    count would become a TFLOP/s or GB/s figure (a NaN one made the achievable roof it beat NaN). Zero is no model."""
+    if value is None:
+        return None
+    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+    if not math.isfinite(number) or number < 0:
+        pytest.fail(f"device_bench: {name}={value!r} is not a count per call (a finite number >= 0)", pytrace=False)
+    return int(value) if isinstance(value, numbers.Integral) else number  # plain Python numbers: the JSON's
 
 
 def peak_dtype(dtype: torch.dtype | str | None) -> str | None:
@@ -66,6 +79,7 @@ class DeviceBench:
                  group: str | None = None) -> CaseResult:
         """Time `fn()` (no arguments: close over the inputs) and record it; returns the runner's result, whose
         `extra_info` is what the JSON holds. `flops` and `bytes` are per call."""
+        flops, bytes = declared("flops", flops), declared("bytes", bytes)
         if self.benchmark._mode:
             raise FixtureAlreadyUsed(f"device_bench times one callable per test (it was used in {self.benchmark._mode}"
                                      " mode); parametrize the test to time several")
