@@ -189,7 +189,7 @@ def test_cuda_timers_agree_on_a_large_matmul():
     graph = measure(lambda: a @ a, dev, rule, graph=True)
     cold = measure(lambda: a @ a, dev, rule, cold=True)
     assert (events.timer, graph.timer, cold.timer) == ("cuda_event", "cuda_graph", "cuda_event")
-    assert cold.l2_flush and cold.calls_per_sample == 1
+    assert cold.l2_flush and cold.calls_per_sample >= 1  # a cold sample batches calls, each after its flush
     assert graph.median_s == pytest.approx(events.median_s, rel=0.1)
 
 

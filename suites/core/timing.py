@@ -7,10 +7,17 @@ Three kinds of case are timed three ways (`Case.kind`):
   start event until the host has enqueued every call of the sample, as nvbench's blocking kernel does: the hold
   is sized from the enqueue time measured in warm-up, and every sample checks that it held (the start event must
   still be pending once the host has enqueued the end event). A sample where the hold ran out is dropped and the
-  hold lengthened, so a slow host never shows up as device time. An op whose enqueue itself waits on the device
-  (a host sync inside, `.item()`) outlasts every hold: after `WAIT_CONFIRMATIONS` such samples in a row, or one
-  at the longest hold, it is timed on the wall clock instead, with a note. On a CPU the same loop runs on the
-  wall clock.
+  hold lengthened, so a slow host never shows up as device time; after `FOLLOW_HOST_AFTER` held samples in a row
+  the hold comes back to what they needed, so that a one-off slow enqueue does not lengthen every later sample. A
+  sample whose enqueue outlasts every hold with several calls may be filling CUDA's launch queue (about 1024
+  launches) behind the spin: its calls per sample are halved until they fit. An op whose enqueue itself waits on
+  the device (a host sync inside, `.item()`, a copy from pageable memory) outlasts every hold even so: after
+  `WAIT_CONFIRMATIONS` such samples in a row, or one at the longest hold, it is timed on the wall clock instead,
+  with a note; so is an op whose events see no more device time than an empty pair of events (its work runs on
+  another stream or device). A CUDA graph is replayed once before its samples (its first replay uploads it).
+  A cold op flushes the L2 before every call: its sample holds several calls, each after its own flush and
+  between its own pair of events, behind one hold, and reads the mean of their times (the flushes between count
+  towards `min_time_s`, as device time the measurement took). On a CPU the same loop runs on the wall clock.
 - `step` (a training step): the wall time of `reps` steps between two synchronizations, host overheads, syncs
   and launch gaps included, since that is what a user's loop takes; device-busy time is measured beside it by an
   observer (suites/observers/busy.py).
@@ -38,8 +45,8 @@ the target (`target`; `count` with a rel-IQR at the target), or stopped changing
 within `plateau_ceiling` times the target); a plateau farther out stops early but stays unconverged, with a note.
 
 The clocks and the CUDA primitives used (the host clock, synchronize, the spin, events, the L2 flush, graph
-capture) come from a `Backend`, torch's by default, so that a model of stream and event semantics can stand in
-for a GPU in tests (tests/virtual_gpu.py).
+capture, the allocator's counters) come from a `Backend`, torch's by default, so that a model of stream and event
+semantics can stand in for a GPU in tests (tests/virtual_gpu.py).
 """
 
 from __future__ import annotations
@@ -292,9 +299,11 @@ class TorchBackend:
 
 
 def _devices_in_use(device: torch.device) -> list[int]:
-    """The run's device and every other CUDA device this process has a context on (asking creates none)."""
+    """The run's device and every other CUDA device this process has a context on (asking creates none: torch's
+    own tests of lazy initialisation ask so)."""
     own = device.index if device.index is not None else torch.cuda.current_device()
-    return [own, *(i for i in range(torch.cuda.device_count()) if i != own and torch._C._cuda_hasPrimaryContext(i))]
+    others = range(torch.cuda.device_count())
+    return [own, *(i for i in others if i != own and torch._C._cuda_hasPrimaryContext(i))]
 
 
 def needs_flush(device: torch.device, kind: str, cold: bool) -> bool:

@@ -9,7 +9,9 @@ host enqueues kernels, not how long they run. `device_bench(fn)` makes the calla
   is out of the window), optionally with a cold L2 before every call (`cold=True`) or as a replayed CUDA graph
   (`graph=True`); on a CPU, wall time, and `cold`/`graph` do nothing there (the record says what ran);
 - the run's stopping rule (`--bench-profile`), telemetry, `enqueue_s` and `host_bound`;
-- with `flops`/`bytes` (per call), TFLOP/s and GB/s, and with `dtype` on a GPU whose peaks are known, `pct_peak`;
+- with `flops`/`bytes` (per call, checked at the call: a NaN, an infinity or a negative count fails the test in
+  one line), TFLOP/s and GB/s, and with `dtype` on a GPU whose peaks are known, `pct_peak`; they are the caller's
+  declaration, so a figure above its achievable roof raises no roof (suites/core/achievable.py);
 - pytest-benchmark's `stats` filled with those samples (seconds per call), `options.timer` and
   `extra_info.timer` naming the timer that ran (`cuda_event`, `cuda_graph`, `wall`);
 - a call shorter than a sample batched (`calls_per_sample`, suites/core/timing.py's `calibrate`);
