@@ -46,7 +46,7 @@ def test_a_host_bound_op_is_timed_at_its_device_time_and_says_host_bound():
     m = measure(_op(gpu, Kernel("add", 5e-6, launch_s=40e-6)), CUDA, RULE, backend=gpu)
     assert m.timer == "cuda_event" and m.dropped_samples == 0
     assert m.median_s == pytest.approx(5e-6, rel=EXACT)  # not the host's 40 us: the hold kept it out
-    assert m.host_bound is True and m.enqueue_s >= 40e-6
+    assert m.host_bound is True and m.enqueue_s == pytest.approx(40e-6)  # the calls alone: not the spin, not the events
     # warm-up's last call took 40 us to enqueue: the hold covers a sample of them with margin
     assert m.hold_s == pytest.approx(plan_hold(40e-6, m.calls_per_sample))
 
@@ -122,6 +122,7 @@ def test_the_l2_flush_runs_before_every_call_outside_its_window_and_makes_it_col
     reps = cold.calls_per_sample
     assert cold.l2_flush and reps > 1  # a cold call of 230 us with its flush: a few per 1 ms sample
     assert cold.median_s == pytest.approx(30e-6, rel=EXACT)  # the cold time, and no flush inside the windows
+    assert cold.enqueue_s == pytest.approx(kernel.launch_s)  # the call's own, not its flush's or events'
     # in every sample: the spin, then per call a flush, start event, the call, end event, in that order
     names = [name for name, _, _ in gpu.launches]
     last = len(names) - 1 - names[::-1].index("spin")

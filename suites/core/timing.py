@@ -444,13 +444,13 @@ class HeldSampler:
     def __call__(self) -> Sample:
         t0 = self.backend.now()
         self.backend.sleep(spin_cycles(self.backend.spin_hz(), self.hold_s))
-        self._enqueue_calls()
+        calls_s = self._enqueue_calls()
         first, last = self.windows[0][0], self.windows[-1][1]
         held = not first.query()  # the window had not opened when the host finished enqueueing
         enqueue_s = self.backend.now() - t0
         last.synchronize()
         timed_s = sum(start.elapsed_time(end) for start, end in self.windows) / 1e3
-        taken = Taken(timed_s / self.reps, enqueue_s / self.reps, first.elapsed_time(last) / 1e3)
+        taken = Taken(timed_s / self.reps, calls_s / self.reps, first.elapsed_time(last) / 1e3)
         if not held:
             return self._hold_ran_out(taken, enqueue_s)
         self.outlasted = 0
@@ -458,18 +458,19 @@ class HeldSampler:
         self._follow_host(enqueue_s)
         return taken
 
-    def _enqueue_calls(self) -> None:
-        if self.flush is None:
-            (start, end), = self.windows
-            start.record()
-            self.run()
-            end.record()
-            return
+    def _enqueue_calls(self) -> float:
+        """Enqueue the sample's windows; returns the host's seconds in the calls themselves (`enqueue_s`: not the
+        spin's, the events' or the flushes' launches, which are the timer's)."""
+        calls_s = 0.0
         for start, end in self.windows:
-            self.flush()  # between the windows: each call starts with a cold L2, and no flush is timed
+            if self.flush is not None:
+                self.flush()  # between the windows: each call starts with a cold L2, and no flush is timed
             start.record()
+            t0 = self.backend.now()
             self.run()
+            calls_s += self.backend.now() - t0
             end.record()
+        return calls_s
 
     def _check_not_empty(self, timed_s: float) -> None:
         """On the first kept sample: windows holding no more device time than empty ones held no work."""
