@@ -149,6 +149,23 @@ def test_an_op_whose_enqueue_waits_on_the_device_falls_back_to_the_wall_clock():
     assert m.host_bound is None and m.hold_s is None  # a wall-clock time on a GPU holds host and device alike
 
 
+def test_an_op_that_syncs_falls_back_to_the_wall_with_its_calibrated_batch():
+    """A 50 us op with a host sync inside: its batch of calls is halved down to one call (it could have been the
+    launch queue), which still outlasts its hold; the wall clock then times the calibrated batch, not one call per
+    sample, whose two synchronizations would be a large share of it."""
+    gpu = VirtualGpu()
+    kernel = Kernel("step", 50e-6, launch_s=5e-6)
+
+    def syncing() -> None:
+        gpu.launch(kernel)
+        gpu.synchronize()
+
+    m = measure(syncing, CUDA, RULE, backend=gpu)
+    assert m.timer == "wall" and m.calls_per_sample * 57e-6 >= RULE.min_sample_s
+    assert m.dropped_samples >= 2 * WAIT_CONFIRMATIONS and not any("launch queue (about" in n for n in m.notes)
+    assert m.median_s == pytest.approx(kernel.launch_s + 50e-6 + gpu.sync_s, rel=0.01)
+
+
 class Ranks:
     """Another rank that planned a longer hold; the barrier is counted."""
 
@@ -325,3 +342,13 @@ def test_held_samples_run_at_the_clock_of_a_duty_cycled_loop_not_a_dense_ones():
     dense = gpu.device_time_of("gemm")[-1]
     assert 200e-6 < m.median_s < dense / 1.01
     assert dense == pytest.approx(200e-6 * 1.98 / 1.4, rel=1e-3)  # at the capped clock
+
+
+def test_a_cold_graph_sample_too_long_for_the_launch_queue_is_split_too():
+    """Cold calls replay a graph of one call each, after a flush and between two events: four launches per call.
+    A GPU whose launch queue held 64 cannot take 24 of them behind the spin; halved, 12 fit."""
+    gpu = VirtualGpu(queue_depth=64, flush_s=30e-6)
+    m = measure(_op(gpu, Kernel("small", 1e-6, cold_s=3e-6)), CUDA, RULE, cold=True, graph=True, backend=gpu)
+    assert m.timer == "cuda_graph" and m.l2_flush and 1 < 4 * m.calls_per_sample < 64
+    assert any("launch queue" in note for note in m.notes)
+    assert m.median_s == pytest.approx(3e-6, rel=EXACT)

@@ -694,11 +694,11 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
     timer = "cuda_event" if replay is None else "cuda_graph"
     empty = None if ranks is not None else empty_window_s(backend)
     before_sample = ranks.before_sample if ranks is not None else None
+    baked = replay is not None and flush is None  # the graph holds the sample's calls: one replay enqueues them
     dropped, planned = 0, reps
     while True:
         run = replay or (fn if flush else _repeat(fn, reps))
-        enqueue = 0.0 if replay is not None and flush is None else warm.enqueue_s  # one replay enqueues a sample
-        hold = plan_hold(enqueue, reps)
+        hold = plan_hold(0.0 if baked else warm.enqueue_s, reps)
         if ranks is not None:
             hold = ranks.agree(hold)
         held = HeldSampler(run, backend, reps, hold, flush=flush, fixed_hold=ranks is not None,
@@ -707,7 +707,7 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
             sampled, probe = _sample(held, rule, backend, before_sample)
         except EnqueueWaitsOnDevice as exc:
             dropped += held.dropped
-            if reps > 1 and replay is None:
+            if reps > 1 and not baked:
                 reps //= 2
                 continue
             notes.append(f"the op waits on the device while it is enqueued (a host sync inside, a copy from "
@@ -723,8 +723,9 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
                 notes.append(f"{planned} calls per sample outlasted every hold: more launches than CUDA's launch "
                              f"queue holds (about 1024) block the host behind the spin; {reps} calls per sample")
             return Sampling(sampled, timer, reps, probe, held, dropped + held.dropped)
-        sampled, probe = _sample(WallSampler(_repeat(fn, reps), backend, reps), rule, backend, before_sample)
-        return Sampling(sampled, "wall", reps, probe, dropped=dropped)
+        wall = WallSampler(_repeat(fn, planned), backend, planned)  # no hold, no launch queue: the calibrated batch
+        sampled, probe = _sample(wall, rule, backend, before_sample)
+        return Sampling(sampled, "wall", planned, probe, dropped=dropped)
 
 
 def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, cold: bool = False,
