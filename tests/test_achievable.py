@@ -299,6 +299,7 @@ def test_matmul(device_bench):
 @pytest.mark.slow
 def test_a_device_bench_test_never_starts_a_search_unless_the_option_is_given(tmp_path):
     from tests.test_plugin_guest import host, run
+
     repo = host(tmp_path, test_mine=DEVICE_BENCH_WITH_FLOPS)
     cache = tmp_path / "cache"
 

@@ -140,6 +140,7 @@ def _frame(cases, **columns):
 
 def test_plot_series_of_the_full_profile():
     from reports.plots import attention as plot_attention
+
     found = plot_attention.series(_frame(attention.cases("full"), median_s=1e-3, peak_mem_bytes=2**20))
     fixed = [(value, part) for kind, value, part in found if kind == "batch"]
     tokens = [(value, part) for kind, value, part in found if kind == "tokens"]
@@ -151,6 +152,7 @@ def test_plot_series_of_the_full_profile():
 
 def test_plots_write_a_png_per_series(tmp_path):
     from reports.plots import attention as plot_attention
+
     frame = _frame(attention.cases("quick"), median_s=1e-3, peak_mem_bytes=2**20)
     frame.loc[frame["impl"] == "naive", "status"] = "oom"
     paths = plot_attention.plots(frame, tmp_path)

@@ -102,6 +102,7 @@ def _boundary_case(refuse: set[int]) -> tuple[batch_size.Search, Case]:
 def test_the_largest_batch_is_timed_where_it_fits_when_the_boundary_fails_again():
     from suites.core.runner import execute
     from suites.harness.bench_session import SMOKE
+
     found, case = _boundary_case(refuse=set())
     exact = execute(case, CPU, SMOKE)
     assert exact.status == "ok" and exact.extra_info["timed_batch"] == found.largest
@@ -120,6 +121,7 @@ def test_the_largest_batch_is_timed_where_it_fits_when_the_boundary_fails_again(
 def test_when_no_batch_that_fit_fits_again_the_case_is_oom():
     from suites.core.runner import execute
     from suites.harness.bench_session import SMOKE
+
     found, _ = _boundary_case(refuse=set())
     _, case = _boundary_case(refuse={t.batch for t in found.tries})
     result = execute(case, CPU, SMOKE)
@@ -129,6 +131,7 @@ def test_when_no_batch_that_fit_fits_again_the_case_is_oom():
 def test_sweep_case_over_budget_is_recorded_as_oom():
     from suites.core.runner import execute
     from suites.harness.bench_session import SMOKE
+
     case = batch_size.sweep_case(GPT, "fp32", 16, "quick", budget=2**20)
     result = execute(case, CPU, SMOKE)
     assert result.status == "oom" and "exceeds" in result.reason
@@ -191,6 +194,7 @@ def test_plot_draws_throughput_and_memory_per_precision(tmp_path):
     """From a real quick CPU run of the tiny GPT (tests/data/batch_size_cpu_quick.json)."""
     from reports.format.load import load
     from reports.plots import batch as plot_batch
+
     frame = load([DATA / "batch_size_cpu_quick.json"])
     written = plot_batch.plots(frame, tmp_path)
     assert [p.name for p in written] == [f"batch_size_gpt-tiny_{plot_batch._slug(frame['device'].iloc[0])}.png"]

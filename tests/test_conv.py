@@ -111,6 +111,7 @@ def test_plot_writes_one_png_per_pass(tmp_path):
     import pandas as pd
 
     from reports.plots import conv as plot_conv
+
     frame = pd.DataFrame([{"group": "conv", "device": "cpu", "median_s": 1e-3 * (i + 1), **c.params}
                           for i, c in enumerate(conv.cases("quick")) if c.params["dtype"] != "tf32"])
     paths = plot_conv.plots(frame, tmp_path)

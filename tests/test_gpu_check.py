@@ -332,6 +332,7 @@ def cuda_case(status: str = "ok", **fields) -> dict:
 
 def test_the_float8_rung_of_the_ladder_says_it_is_the_accurate_accumulations():
     from suites.gpu_check import matmul as matmul_rows
+
     fp8 = cuda_case(dtype="float8_e4m3fn", case="matmul/square/4096x4096x4096/float8_e4m3fn", tflops=1200.0,
                     pct_peak=60.6, fast_accum=False)
     bf16 = cuda_case(dtype="bfloat16", case="matmul/square/4096x4096x4096/bfloat16", tflops=700.0, pct_peak=70.8)
@@ -391,6 +392,7 @@ def test_the_largest_batches_of_a_real_search_and_of_its_journal(tmp_path):
 def test_searched_peaks_are_held_below_the_datasheet_and_a_missing_dtype_fails():
     from suites.core import achievable
     from suites.gpu_check import matmul as matmul_rows
+
     found = achievable.Found(800e12, "8192x8192x8192", "searched", 12, 20.0)
     peaks = achievable.Peaks(flops={"bfloat16": found, "float8_e4m3fn": achievable.Found(2e15, "x", "s", 3, 20.0)},
                              missing={"float16": "no float16 gemm of the grid fits"})
@@ -407,6 +409,7 @@ def test_a_searched_peak_below_a_measured_case_says_so(tmp_path):
     what was measured, from the matmul step's real results."""
     from suites.core import achievable
     from suites.gpu_check import matmul as matmul_rows
+
     shutil.copy(DATA / "matmul.json", tmp_path / "matmul.json")
     measured = matmul_rows.measured_best(tmp_path)
     fastest, case = measured["float32"]

@@ -211,6 +211,7 @@ def test_the_reason_names_the_cuda_the_wheel_needs_or_what_else_failed():
 @no_gpu_torch
 def test_gpu_check_refuses_to_plan_or_run_the_cpu_on_a_gpu_box_unless_told(gpu_box, tmp_path, capsys):
     from suites.gpu_check import command
+
     for args in (["--plan"], ["--plan", "--device", "auto"], ["--device", "cuda", "--out", str(tmp_path / "o")]):
         assert command.main(args) == 2
         err = capsys.readouterr().err

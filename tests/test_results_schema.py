@@ -159,6 +159,7 @@ def test_the_achievable_cache_and_the_gpu_check_rows_are_strict_json(tmp_path):
     from suites.core import achievable
     from suites.gpu_check.command import Report
     from suites.gpu_check.rows import Row
+
     found = achievable.Found(value=1e12, at="4096x4096x4096", how="searched", tried=1, seconds=math.inf)
     peaks = achievable.Peaks(flops={"bfloat16": found}, profile="quick", identity={"machine": "x"})
     cache = achievable.save(peaks, tmp_path)
@@ -262,6 +263,7 @@ def test_every_group_param_and_field_the_runs_hold_is_on_the_page():
 
 def test_every_pytest_option_of_the_plugin_is_on_the_page_with_its_older_spelling():
     from suites.harness.options import OPTIONS
+
     assert OPTIONS and sorted(o.name for o in OPTIONS) == sorted(table_names("Options"))
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip(" `") for line in DOCS.read_text().splitlines()
             if line.startswith("| `--bench-")}

@@ -9,6 +9,7 @@ from suites.core.cases import Case, Unsupported, Workload
 from suites.core.runner import (
     DevicePeaks,
     Extension,
+    _measure_and_check,
     above_peak_bandwidth,
     execute,
     host_bound_step,
@@ -17,6 +18,7 @@ from suites.core.runner import (
 )
 from suites.core.timing import STOP_REASONS, Measurement, StopRule, rel_iqr
 from suites.ops import matmul
+from tests.virtual_gpu import Kernel, VirtualGpu
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
@@ -195,3 +197,24 @@ def test_a_figure_above_the_datasheet_peak_is_flagged_with_the_reason():
     below = execute(SMALL, CPU, RULE, DevicePeaks(flops=1e18))
     assert below.extra_info["pct_peak"] < 100 and "tflops_above_peak" not in below.extra_info
 
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["hot", "cold"])
+def test_a_cold_cases_peak_memory_is_its_own_not_the_l2_flush_buffers(cold):
+    """A cold case's flush writes a buffer of twice the L2 (100 MiB on an H200); made inside the peak-memory window
+    it was counted as the case's. On a virtual GPU (tests/virtual_gpu.py) whose allocator counts bytes, a call that
+    holds 1 MiB peaks at 1 MiB, hot or cold."""
+    gpu = VirtualGpu()
+    kernel = Kernel("gemm", 10e-6, cold_s=30e-6)
+
+    def fn() -> None:
+        gpu.allocate(2**20)
+        gpu.launch(kernel)
+        gpu.free(2**20)
+
+    case = Case(suite="test", id="test/cold", params={}, build=lambda device: Workload(fn), cold=cold)
+    rule = StopRule(min_samples=5, min_time_s=0.0, target_rel_iqr=0.01, timeout_s=1.0, warmup_s=0.0)
+    result = _measure_and_check(case, Workload(fn), torch.device("cuda"), rule, DevicePeaks(), (), backend=gpu)
+    assert result.extra_info["l2_flush"] is cold and result.extra_info["timer"] == "cuda_event"
+    assert result.extra_info["peak_mem_bytes"] == 2**20
+    assert gpu.memory_allocated() == (2 * gpu.l2_bytes if cold else 0)  # the flush buffer is there, outside the peak

@@ -63,6 +63,7 @@ def write_file(path: Path, source: dict, cases: int, index: int, samples: int | 
 def measure(folder: str, samples: bool) -> None:
     """In the child: load the folder, print seconds, rows, runs and memory (MB) as one JSON line."""
     from reports.format.load import load
+
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
     frame = load([folder]) if samples else load([folder], samples=False)

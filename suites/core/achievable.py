@@ -22,7 +22,8 @@ searched figures, raised by its own cases only. A convolution that cuDNN runs as
 multiplies than its direct FLOP model counts, so it can beat any gemm roof; raising the gemm roof with it would
 lower every later gemm's figure. The raised copies are kept under `kinds` in machine_info. A case whose FLOP
 figure is above the device's datasheet peak (`tflops_above_peak`, set by the runner) raises no roof at all: its
-FLOP model counts more than the kernel did.
+FLOP model counts more than the kernel did; nor does one above the memory peak (`gbps_above_peak`: served from a
+cache), nor a `device_bench` case, whose flops and bytes are its caller's declaration (it reads 100 with a note).
 
 The result is kept in a JSON file keyed by the machine's identity (device, driver, torch build, the run's torch
 threads), so a later run on the same machine loads it instead of searching again. Nothing here is silent: a
@@ -129,10 +130,12 @@ class Peaks:
                                             raised_by=None, searched_value=None)
         return own[name]
 
-    def pct(self, case: Case, median_s: float, notes: Sequence[str] = ()) -> dict:
+    def pct(self, case: Case, median_s: float, notes: Sequence[str] = (), raises: bool = True) -> dict:
         """`pct_achievable` of a measured case (empty when it has no model or no roof applies); raises the binding
         roof of the case's kind when the case beats it, so the figure is at most 100, and says so beside it
-        (`above_achievable`, and a note appended to `notes`)."""
+        (`above_achievable`, and a note appended to `notes`). Without `raises` (a model the caller declared, as a
+        `device_bench` test does, which nothing checks), a case above its roof reads 100 the same way and the roof
+        stays: a bogus declaration must not lower the figures of the cases after it."""
         kind = roof_kind(case)
         roofs: list[tuple[float, Found, str]] = []  # (attainable FLOP/s or bytes/s, the roof that gives it, its name)
         peak = self.roof(kind, case.peak_dtype) if case.flops and case.peak_dtype else None
@@ -147,6 +150,11 @@ class Peaks:
         attainable, roof, name = min(roofs, key=lambda r: r[0])
         if attained <= attainable:
             return {"pct_achievable": 100 * attained / attainable}
+        if not raises:
+            return {"pct_achievable": 100.0, "above_achievable": True, "notes": [*notes, (
+                f"{attained / attainable:.3g}x the achievable {kind} {name} roof by its declared flops/bytes (a "
+                "cache-resident working set, noise in the search, or a declaration counting more work than the "
+                "call does); a declared model raises no roof")]}
         roof.searched_value = roof.searched_value or roof.value
         roof.value *= attained / attainable
         roof.raised_by = case.id

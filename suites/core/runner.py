@@ -19,7 +19,7 @@ import torch
 from suites.core import memory
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.precision import float32_mode
-from suites.core.timing import Measurement, Ranks, StopRule, measure, pool_rounds
+from suites.core.timing import Backend, Measurement, Ranks, StopRule, TorchBackend, measure, needs_flush, pool_rounds
 
 
 class Extension:
@@ -186,10 +186,11 @@ def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult
 
 def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks | None = None,
             extensions: Sequence[Extension] = (), lockstep: Lockstep | None = None,
-            earlier_rounds: Sequence[Measurement] = ()) -> CaseResult:
+            earlier_rounds: Sequence[Measurement] = (), backend: Backend | None = None) -> CaseResult:
     """Build, measure and check one case; never raises for a failing case, it returns the failure.
     With `lockstep` (several ranks), every figure derives from the slowest rank's samples; with `earlier_rounds`
-    (`--bench-rounds`), from the samples of every round, these and this one's."""
+    (`--bench-rounds`), from the samples of every round, these and this one's. `backend`: the clocks and CUDA
+    primitives (suites/core/timing.py), torch's by default."""
     workload = None
     peaks = peaks or DevicePeaks()
     try:
@@ -200,7 +201,7 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
                 result = _checked_once(case, workload, device, time.perf_counter() - built_at, rule)
             else:
                 result = _measure_and_check(case, workload, device, rule, peaks, extensions, lockstep,
-                                            earlier_rounds)
+                                            earlier_rounds, backend)
     except Exception as exc:  # the boundary where a failing case becomes a recorded result
         result = _failure(case, device, exc)
     finally:
@@ -229,25 +230,31 @@ def _checked_once(case: Case, workload: Workload, device: torch.device, build_s:
     return CaseResult(case, status, reason, m, info)
 
 
-def _prime(workload: Workload, device: torch.device) -> int:
+def _prime(workload: Workload, device: torch.device, backend: Backend) -> int:
     """One call before the window on CUDA, so that lazily made buffers (cuBLAS and cuDNN workspaces, autotuning)
     are in the baseline, not in the case's peak; returns the bytes allocated after it."""
     if device.type != "cuda":
         return 0
     workload.fn()
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    return torch.cuda.memory_allocated(device)
+    backend.synchronize()
+    backend.reset_peak_memory()
+    return backend.memory_allocated()
 
 
 def _measure_and_check(case: Case, workload: Workload, device: torch.device, rule: StopRule,
                        peaks: DevicePeaks, extensions: Sequence[Extension], lockstep: Lockstep | None = None,
-                       earlier_rounds: Sequence[Measurement] = ()) -> CaseResult:
+                       earlier_rounds: Sequence[Measurement] = (), backend: Backend | None = None) -> CaseResult:
+    """Measure a built case and check it. A cold case's L2 flush buffer (twice the L2: 100 MiB on an H200) is
+    made before the peak-memory window opens: it is the timer's memory, not the case's."""
     info = _base_info(case, device) | workload.extra_info
-    baseline = _prime(workload, device)
+    backend = backend or TorchBackend(device)
+    if needs_flush(device, case.kind, case.cold):
+        backend.l2_flush()
+    baseline = _prime(workload, device, backend)
     with contextlib.ExitStack() as stack:
         observed = [stack.enter_context(ext.around(case, device)) for ext in extensions]
-        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph, kind=case.kind, ranks=lockstep)
+        m = measure(workload.fn, device, rule, cold=case.cold, graph=case.graph, kind=case.kind, ranks=lockstep,
+                    backend=backend)
         if lockstep is not None:
             m = lockstep.reduce(m)
     if earlier_rounds:
@@ -255,7 +262,7 @@ def _measure_and_check(case: Case, workload: Workload, device: torch.device, rul
     for fields in observed:
         info |= fields
     if device.type == "cuda":
-        info["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device) - baseline
+        info["peak_mem_bytes"] = backend.max_memory_allocated() - baseline
     info |= _measurement_info(case, m) | throughput_info(case, m.median_s, peaks.flops)
     info |= above_peak_flops(info)
     info |= above_peak_bandwidth(info, peaks.gbps)

@@ -7,10 +7,17 @@ Three kinds of case are timed three ways (`Case.kind`):
   start event until the host has enqueued every call of the sample, as nvbench's blocking kernel does: the hold
   is sized from the enqueue time measured in warm-up, and every sample checks that it held (the start event must
   still be pending once the host has enqueued the end event). A sample where the hold ran out is dropped and the
-  hold lengthened, so a slow host never shows up as device time. An op whose enqueue itself waits on the device
-  (a host sync inside, `.item()`) outlasts every hold: after `WAIT_CONFIRMATIONS` such samples in a row, or one
-  at the longest hold, it is timed on the wall clock instead, with a note. On a CPU the same loop runs on the
-  wall clock.
+  hold lengthened, so a slow host never shows up as device time; after `FOLLOW_HOST_AFTER` held samples in a row
+  the hold comes back to what they needed, so that a one-off slow enqueue does not lengthen every later sample. A
+  sample whose enqueue outlasts every hold with several calls may be filling CUDA's launch queue (about 1024
+  launches) behind the spin: its calls per sample are halved until they fit. An op whose enqueue itself waits on
+  the device (a host sync inside, `.item()`, a copy from pageable memory) outlasts every hold even so: after
+  `WAIT_CONFIRMATIONS` such samples in a row, or one at the longest hold, it is timed on the wall clock instead,
+  with a note; so is an op whose events see no more device time than an empty pair of events (its work runs on
+  another stream or device). A CUDA graph is replayed once before its samples (its first replay uploads it).
+  A cold op flushes the L2 before every call: its sample holds several calls, each after its own flush and
+  between its own pair of events, behind one hold, and reads the mean of their times (the flushes between count
+  towards `min_time_s`, as device time the measurement took). On a CPU the same loop runs on the wall clock.
 - `step` (a training step): the wall time of `reps` steps between two synchronizations, host overheads, syncs
   and launch gaps included, since that is what a user's loop takes; device-busy time is measured beside it by an
   observer (suites/observers/busy.py).
@@ -38,8 +45,8 @@ the target (`target`; `count` with a rel-IQR at the target), or stopped changing
 within `plateau_ceiling` times the target); a plateau farther out stops early but stays unconverged, with a note.
 
 The clocks and the CUDA primitives used (the host clock, synchronize, the spin, events, the L2 flush, graph
-capture) come from a `Backend`, torch's by default, so that a model of stream and event semantics can stand in
-for a GPU in tests (tests/virtual_gpu.py).
+capture, the allocator's counters) come from a `Backend`, torch's by default, so that a model of stream and event
+semantics can stand in for a GPU in tests (tests/virtual_gpu.py).
 """
 
 from __future__ import annotations
@@ -103,11 +110,13 @@ def plateaued(samples: Sequence[float], window: int, tol: float) -> bool:
     return math.isfinite(recent) and math.isfinite(before) and abs(recent - before) <= tol * max(recent, before)
 
 
-def stop_reason(samples: Sequence[float], calls_per_sample: int, elapsed_s: float, rule: StopRule) -> str | None:
-    """Why sampling stops after this sample (`target`, `plateau`, `timeout`, `count`), or None to go on."""
+def stop_reason(samples: Sequence[float], measured_s: float, elapsed_s: float, rule: StopRule) -> str | None:
+    """Why sampling stops after this sample (`target`, `plateau`, `timeout`, `count`), or None to go on.
+    `measured_s` is the time the samples took on their own clock (a cold sample's flushes between its calls
+    included: the device spent that time on the measurement)."""
     if rule.count is not None:
         return "count" if len(samples) >= rule.count else None
-    enough = len(samples) >= rule.min_samples and sum(samples) * calls_per_sample >= rule.min_time_s
+    enough = len(samples) >= rule.min_samples and measured_s >= rule.min_time_s
     if enough:
         if rel_iqr(samples) <= rule.target_rel_iqr:
             return "target"
@@ -199,12 +208,12 @@ class Event(Protocol):
 
 class Backend(Protocol):
     """The clocks and CUDA primitives timing relies on: the host clock, synchronize, the stream-holding spin,
-    events, the L2 flush, graph capture. `TorchBackend` is the real one; a model of their semantics stands in
-    for a GPU in tests."""
+    events, the L2 flush, graph capture, the allocator's counters. `TorchBackend` is the real one; a model of their
+    semantics stands in for a GPU in tests."""
 
     def now(self) -> float: ...  # host seconds
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None: ...  # waits for all the work this process started, on every device it uses
 
     def spin_hz(self) -> float: ...  # the clock at which `sleep` cycles are counted: at least the real SM clock
 
@@ -212,9 +221,15 @@ class Backend(Protocol):
 
     def event(self) -> Event: ...
 
-    def l2_flush(self) -> Callable[[], None]: ...  # enqueues a write that evicts the L2
+    def l2_flush(self) -> Callable[[], None]: ...  # enqueues a write that evicts the L2; its buffer made once
 
     def capture_graph(self, fn: Callable[[], object], reps: int) -> Callable[[], None]: ...
+
+    def memory_allocated(self) -> int: ...  # bytes held by tensors on the device
+
+    def max_memory_allocated(self) -> int: ...  # their peak since `reset_peak_memory`
+
+    def reset_peak_memory(self) -> None: ...
 
 
 # The fastest SM clock any CUDA GPU runs at. _sleep spins for clock cycles; converting seconds at a clock at least
@@ -227,13 +242,17 @@ class TorchBackend:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
+        self._flush: Callable[[], None] | None = None
 
     def now(self) -> float:
         return time.perf_counter()
 
     def synchronize(self) -> None:
+        """Every stream of the run's device, and of any other device this process has a context on: a callable
+        that works on another device is waited for too, so a wall-clock sample holds its work."""
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+            for index in _devices_in_use(self.device):
+                torch.cuda.synchronize(index)
 
     def spin_hz(self) -> float:
         clock_khz = getattr(torch.cuda.get_device_properties(self.device), "clock_rate", 0)
@@ -247,10 +266,13 @@ class TorchBackend:
 
     def l2_flush(self) -> Callable[[], None]:
         """Evicts the GPU's L2 by writing a buffer twice its size (random values: a memset of zeros may be
-        compressed by the memory system)."""
-        l2_bytes = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or 64 * 2**20
-        buffer = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=self.device)
-        return lambda: buffer.random_(0, 256)
+        compressed by the memory system). The buffer is made on the first call and kept by the backend, so that a
+        caller can make it before a case's peak-memory window opens (suites/core/runner.py)."""
+        if self._flush is None:
+            l2_bytes = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or 64 * 2**20
+            buffer = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=self.device)
+            self._flush = lambda: buffer.random_(0, 256)
+        return self._flush
 
     def capture_graph(self, fn: Callable[[], object], reps: int) -> Callable[[], None]:
         """A CUDA graph of `reps` back-to-back calls; replaying it removes per-launch CPU overhead."""
@@ -264,6 +286,30 @@ class TorchBackend:
             for _ in range(reps):
                 fn()
         return graph.replay
+
+    def memory_allocated(self) -> int:
+        return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
+
+    def max_memory_allocated(self) -> int:
+        return torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else 0
+
+    def reset_peak_memory(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+
+def _devices_in_use(device: torch.device) -> list[int]:
+    """The run's device and every other CUDA device this process has a context on (asking creates none: torch's
+    own tests of lazy initialisation ask so)."""
+    own = device.index if device.index is not None else torch.cuda.current_device()
+    others = range(torch.cuda.device_count())
+    return [own, *(i for i in others if i != own and torch._C._cuda_hasPrimaryContext(i))]
+
+
+def needs_flush(device: torch.device, kind: str, cold: bool) -> bool:
+    """Whether a case is timed with the L2 flushed before every call: a cold op on CUDA (elsewhere `cold` does
+    nothing, and the record says so)."""
+    return cold and device.type == "cuda" and kind == "op"
 
 
 class Ranks(Protocol):
@@ -281,6 +327,13 @@ MAX_HOLD_RETRIES = 8
 # Samples in a row whose hold ran out although each hold was at least twice the last enqueue time: a slow host
 # does not double its time three times running, an enqueue that waits for the device (a sync inside) always does.
 WAIT_CONFIRMATIONS = 3
+# Held samples in a row after which a lengthened hold comes back to what they needed: a one-off slow enqueue (a
+# graph's first replay, an allocator that grew, a preemption) must not lengthen every later sample of the case.
+FOLLOW_HOST_AFTER = 20
+# cudaEventElapsedTime's resolution ("around 0.5 microseconds", the CUDA runtime API): a window of no more device
+# time than an empty one plus this held no work.
+EVENT_RESOLUTION_S = 0.5e-6
+EMPTY_WINDOW_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -332,56 +385,131 @@ def _repeat(fn: Callable[[], object], reps: int) -> Callable[[], None]:
     return run
 
 
-# A sampler returns (seconds per call, host enqueue seconds per call), or None when the sample must be dropped.
-Sample = tuple[float, float] | None
+def _after(first: Callable[[], object], fn: Callable[[], object]) -> Callable[[], None]:
+    """`first()` then `fn()`: a cold call, the flush before it, as warm-up and calibration time it."""
+    def both() -> None:
+        first()
+        fn()
+    return both
 
 
-class EnqueueWaitsOnDevice(Exception):
-    """The host's enqueue of a sample outlasted every hold: it waits for the device (a host sync inside)."""
+@dataclass(frozen=True)
+class Taken:
+    """One kept sample: seconds per call, the host's seconds to enqueue one call, and the time the sample occupied
+    on its clock (its calls, and a cold sample's flushes between them), which counts towards `min_time_s`."""
+
+    per_call_s: float
+    enqueue_s: float
+    span_s: float
+
+
+# A sampler returns a Taken, or None when the sample must be dropped.
+Sample = Taken | None
+
+
+class EventsCannotTime(Exception):
+    """CUDA events cannot time this op (the subclasses say why); it is timed on the wall clock instead."""
+
+
+class EnqueueWaitsOnDevice(EventsCannotTime):
+    """The host's enqueue of a sample outlasted every hold: it waits for the device (a host sync inside, a copy
+    from pageable memory) or, with many calls per sample, fills CUDA's launch queue behind the spin."""
+
+
+class NothingOnTimedStream(EventsCannotTime):
+    """The events around the calls saw no more device time than an empty pair of events: the work went to another
+    stream or device (or there is none), which the events of the current stream do not see."""
 
 
 class HeldSampler:
-    """CUDA events around `reps` calls, the stream held by a spin kernel until the host has enqueued them all."""
+    """CUDA events around the calls of a sample, the stream held by a spin kernel until the host has enqueued them
+    all. Hot: one pair of events around `reps` calls (`run` makes them all). Cold (`flush` given): `reps` calls of
+    `run`, each after a flush and between a pair of events of its own, all behind one hold; a sample is the mean
+    of their times, so that the flushes stay out of it and the events' 0.5 us steps average out."""
 
-    def __init__(self, run: Callable[[], None], backend: Backend, reps: int, flush: Callable[[], None] | None,
-                 hold_s: float, fixed_hold: bool = False) -> None:
+    def __init__(self, run: Callable[[], None], backend: Backend, reps: int, hold_s: float, *,
+                 flush: Callable[[], None] | None = None, fixed_hold: bool = False,
+                 empty_window_s: float | None = None) -> None:
         self.run, self.backend, self.reps, self.flush, self.hold_s = run, backend, reps, flush, hold_s
         # ranks in lockstep keep every sample and one agreed hold: a drop would call fn once more on one rank,
         # and a hold of its own would let its collectives start apart from the others'
         self.fixed_hold = fixed_hold
-        self.start, self.end = backend.event(), backend.event()
+        # the first kept sample's windows are compared with this many seconds each (None: not checked)
+        self.empty_window_s = empty_window_s
+        self.windows = [(backend.event(), backend.event()) for _ in range(reps if flush is not None else 1)]
+        self.floor_s = 0.0  # the hold never follows the host below a hold that the spin itself ran short of
+        self.recent: list[float] = []  # enqueue times of the samples held since the last change of the hold
         self.dropped, self.retries, self.outlasted, self.notes = 0, 0, 0, []
 
     def __call__(self) -> Sample:
-        if self.flush is not None:
-            self.flush()  # before the spin: the flush runs ahead of the window
         t0 = self.backend.now()
         self.backend.sleep(spin_cycles(self.backend.spin_hz(), self.hold_s))
-        self.start.record()
-        self.run()
-        self.end.record()
-        held = not self.start.query()  # the window had not opened when the host finished enqueueing
+        calls_s = self._enqueue_calls()
+        first, last = self.windows[0][0], self.windows[-1][1]
+        held = not first.query()  # the window had not opened when the host finished enqueueing
         enqueue_s = self.backend.now() - t0
-        self.end.synchronize()
-        per_call = self.start.elapsed_time(self.end) / 1e3 / self.reps
-        if held:
-            self.outlasted = 0
-            return per_call, enqueue_s / self.reps
-        return self._hold_ran_out(per_call, enqueue_s)
+        last.synchronize()
+        timed_s = sum(start.elapsed_time(end) for start, end in self.windows) / 1e3
+        taken = Taken(timed_s / self.reps, calls_s / self.reps, first.elapsed_time(last) / 1e3)
+        if not held:
+            return self._hold_ran_out(taken, enqueue_s)
+        self.outlasted = 0
+        self._check_not_empty(timed_s)
+        self._follow_host(enqueue_s)
+        return taken
 
-    def _hold_ran_out(self, per_call: float, enqueue_s: float) -> Sample:
+    def _enqueue_calls(self) -> float:
+        """Enqueue the sample's windows; returns the host's seconds in the calls themselves (`enqueue_s`: not the
+        spin's, the events' or the flushes' launches, which are the timer's)."""
+        calls_s = 0.0
+        for start, end in self.windows:
+            if self.flush is not None:
+                self.flush()  # between the windows: each call starts with a cold L2, and no flush is timed
+            start.record()
+            t0 = self.backend.now()
+            self.run()
+            calls_s += self.backend.now() - t0
+            end.record()
+        return calls_s
+
+    def _check_not_empty(self, timed_s: float) -> None:
+        """On the first kept sample: windows holding no more device time than empty ones held no work."""
+        if self.empty_window_s is None:
+            return
+        empty_s, self.empty_window_s = self.empty_window_s * len(self.windows), None
+        if timed_s <= empty_s:
+            raise NothingOnTimedStream(f"{timed_s * 1e6:.3g} us of device time in {self.reps} call(s), against "
+                                       f"{empty_s * 1e6:.3g} us for as many empty windows")
+
+    def _follow_host(self, enqueue_s: float) -> None:
+        """After FOLLOW_HOST_AFTER held samples in a row, bring a lengthened hold back to what they needed (the
+        slowest of them, with the usual margin), never below `floor_s`."""
+        if self.fixed_hold:
+            return
+        self.recent.append(enqueue_s)
+        if len(self.recent) < FOLLOW_HOST_AFTER:
+            return
+        needed = max(self.floor_s, plan_hold(max(self.recent) / self.reps, self.reps))
+        self.recent.clear()
+        if needed < self.hold_s:
+            self.hold_s, self.retries = needed, 0
+
+    def _hold_ran_out(self, taken: Taken, enqueue_s: float) -> Sample:
         """Lengthen the hold and drop the sample; past the retries (or the longest hold), keep it with a note. An
         enqueue that keeps outlasting a hold made twice as long as it took waits on the device: raise."""
         if self.fixed_hold:
             self._note(f"the host took {enqueue_s * 1e3:.3g} ms to enqueue a sample, past the agreed "
                        f"{self.hold_s * 1e3:.3g} ms hold: device time may include host gaps")
-            return per_call, enqueue_s / self.reps
+            return taken
         self.outlasted += 1
+        self.recent.clear()
         if self.outlasted >= WAIT_CONFIRMATIONS or (self.outlasted > 1 and self.hold_s >= MAX_HOLD_S):
             self.dropped += 1
             raise EnqueueWaitsOnDevice(f"{self.outlasted} samples in a row outlasted their hold (the last one "
                                        f"{self.hold_s * 1e3:.3g} ms, enqueued in {enqueue_s * 1e3:.3g} ms)")
         lengthened = lengthen_hold(self.hold_s, enqueue_s)
+        if enqueue_s <= self.hold_s:  # the host was in time: the spin ran short (an SM clock above the one reported)
+            self.floor_s = lengthened
         if self.retries < MAX_HOLD_RETRIES and self.hold_s < MAX_HOLD_S:
             self.retries += 1
             self.dropped += 1
@@ -390,11 +518,19 @@ class HeldSampler:
         self.hold_s = lengthened  # kept, but the next sample is held longer
         self._note(f"the host took {enqueue_s * 1e3:.3g} ms to enqueue a sample, past the "
                    f"{self.hold_s * 1e3:.3g} ms hold: device time may include host gaps")
-        return per_call, enqueue_s / self.reps
+        return taken
 
     def _note(self, text: str) -> None:
         if not self.notes:
             self.notes.append(text)
+
+
+def empty_window_s(backend: Backend) -> float:
+    """The most device time a held pair of events with nothing between them reads, over EMPTY_WINDOW_TRIES (on a
+    GPU a fraction of a microsecond, in steps of the events' resolution), plus that resolution."""
+    empty = HeldSampler(lambda: None, backend, 1, MIN_HOLD_S)
+    taken = [t for t in (empty() for _ in range(EMPTY_WINDOW_TRIES)) if t is not None]
+    return max((t.per_call_s for t in taken), default=0.0) + EVENT_RESOLUTION_S
 
 
 class WallSampler:
@@ -409,7 +545,8 @@ class WallSampler:
         self.run()
         t1 = self.backend.now()
         self.backend.synchronize()
-        return (self.backend.now() - t0) / self.reps, (t1 - t0) / self.reps
+        took = self.backend.now() - t0
+        return Taken(took / self.reps, (t1 - t0) / self.reps, took)
 
 
 # A sample's own cost (its clock reads and synchronizations) is kept under this share of it. pytest-benchmark asks
@@ -423,6 +560,9 @@ OVERHEAD_TRIES = 5  # empty samples timed; their median is the overhead (as torc
 CALIBRATION_TRIES = 3
 CALIBRATION_AIM = 1.25  # a batch is grown to this many times the target, so that the next trial clears it
 MAX_CALLS_PER_SAMPLE = 10_000_000  # a no-op takes ~30 ns: 1 ms of them is 33 000 calls
+# A cold sample's calls each bring a flush and two events: 64 of them are about 256 launches, a quarter of CUDA's
+# launch queue (about 1024), and at a 25-50 us flush (an H100's or H200's L2) a sample of 1.6-3.2 ms.
+MAX_COLD_CALLS_PER_SAMPLE = 64
 
 
 @dataclass(frozen=True)
@@ -436,31 +576,31 @@ class Calibration:
 def sample_overhead(backend: Backend) -> float:
     """The wall time of an empty sample, timed as every wall sample is (median of OVERHEAD_TRIES)."""
     empty = WallSampler(_repeat(lambda: None, 0), backend, 1)
-    return float(np.median([empty()[0] for _ in range(OVERHEAD_TRIES)]))
+    return float(np.median([empty().per_call_s for _ in range(OVERHEAD_TRIES)]))
 
 
 def calibrate(fn: Callable[[], object], backend: Backend, rule: StopRule, warm: WarmUp,
-              batch: bool = True) -> Calibration:
-    """The calls per sample that make a sample last at least the target, found as timeit's autorange and
-    pytest-benchmark's calibration find theirs: time a batch, grow it until it lasts long enough.
+              most: int = MAX_CALLS_PER_SAMPLE) -> Calibration:
+    """The calls per sample (at most `most`) that make a sample last at least the target, found as timeit's
+    autorange and pytest-benchmark's calibration find theirs: time a batch, grow it until it lasts long enough.
 
     The first size comes from warm-up's fastest call; each size is timed CALIBRATION_TRIES times and the fastest
     counts, so that neither a preempted warm-up call nor a preempted trial can leave the samples short (one call
-    per sample on a busy host made a 0.5 us function read 1.1 us: the sample was mostly its clock reads). Without
-    `batch` (a cold call: the L2 flush comes before every call), or under a rule without `min_sample_s` (a count:
-    ranks in lockstep must call `fn` equally often), one call per sample.
-    Calls are timed on the wall clock between synchronizations, which on a GPU is at least their device time."""
+    per sample on a busy host made a 0.5 us function read 1.1 us: the sample was mostly its clock reads). Under a
+    rule without `min_sample_s` (a count: ranks in lockstep must call `fn` equally often), one call per sample.
+    Calls are timed on the wall clock between synchronizations, which on a GPU is at least their device time; a
+    cold call is timed with the flush before it, which its sample also holds."""
     overhead = sample_overhead(backend)
     target = max(rule.min_sample_s, overhead / MAX_OVERHEAD_SHARE)
-    if not batch or rule.min_sample_s <= 0 or warm.call_s >= target:
+    if rule.min_sample_s <= 0 or warm.call_s >= target:
         return Calibration(1, overhead)
-    calls = math.ceil(target / warm.call_s)
+    calls = min(most, math.ceil(target / warm.call_s))
     while True:
         trial = WallSampler(_repeat(fn, calls), backend, calls)
-        took = min(trial()[0] for _ in range(CALIBRATION_TRIES)) * calls
-        if took >= target or calls >= MAX_CALLS_PER_SAMPLE:
+        took = min(trial().per_call_s for _ in range(CALIBRATION_TRIES)) * calls
+        if took >= target or calls >= most:
             return Calibration(calls, overhead)
-        calls = min(MAX_CALLS_PER_SAMPLE, math.ceil(calls * CALIBRATION_AIM * target / max(took, 1e-9)))
+        calls = min(most, math.ceil(calls * CALIBRATION_AIM * target / max(took, 1e-9)))
 
 
 @dataclass
@@ -472,12 +612,13 @@ class Sampled:
     reason: str
 
 
-def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRule, now: Callable[[], float],
+def sample_until_stopped(sampler: Callable[[], Sample], rule: StopRule, now: Callable[[], float],
                          before_sample: Callable[[], None] | None = None,
                          probe: host_load.HostProbe | None = None) -> Sampled:
     """Sample until the rule stops, with the garbage collector off (as timeit does: a collection pause is the
     interpreter's, not the workload's); `probe` reads the host's load around every sample, outside its window."""
     out = Sampled([], [], "")
+    measured = 0.0
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -491,10 +632,11 @@ def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRul
             if probe is not None:
                 probe.end(kept=taken is not None)
             if taken is not None:
-                out.samples.append(taken[0])
-                out.enqueues.append(taken[1])
+                out.samples.append(taken.per_call_s)
+                out.enqueues.append(taken.enqueue_s)
+                measured += taken.span_s
             # a sampler drops a bounded number of samples (HeldSampler), so the first one always comes
-            reason = stop_reason(out.samples, reps, now() - start, rule) if out.samples else None
+            reason = stop_reason(out.samples, measured, now() - start, rule) if out.samples else None
             if reason:
                 out.reason = reason
                 return out
@@ -503,56 +645,120 @@ def sample_until_stopped(sampler: Callable[[], Sample], reps: int, rule: StopRul
             gc.enable()
 
 
+@dataclass
+class Sampling:
+    """How a case's samples were taken: the samples, the timer, the calls per sample, the host's load, and for
+    CUDA events the held sampler (its hold and notes) with the samples dropped over every attempt."""
+
+    sampled: Sampled
+    timer: str
+    calls: int
+    probe: host_load.HostProbe
+    held: HeldSampler | None = None
+    dropped: int = 0
+
+
+def _sample(sampler: Callable[[], Sample], rule: StopRule, backend: Backend,
+            before_sample: Callable[[], None] | None) -> tuple[Sampled, host_load.HostProbe]:
+    """Sample until the rule stops under a host probe of its own, closed if sampling raises."""
+    probe = host_load.HostProbe()
+    try:
+        return sample_until_stopped(sampler, rule, backend.now, before_sample, probe), probe
+    except BaseException:
+        probe.close()
+        raise
+
+
+def _graphed(fn: Callable[[], object], reps: int, backend: Backend, notes: list[str]) -> Callable[[], None] | None:
+    """A CUDA graph of `reps` calls, replayed once and synchronized before any sample: the first replay uploads the
+    graph, host time that a sample would drop and lengthen the hold for. None, with a note, when capture fails."""
+    try:
+        replay = backend.capture_graph(fn, reps)
+        replay()
+        backend.synchronize()
+    except RuntimeError as exc:
+        notes.append(f"CUDA graph capture failed, timed with events: {str(exc).splitlines()[0]}")
+        return None
+    return replay
+
+
+def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph: bool, reps: int, warm: WarmUp,
+               backend: Backend, rule: StopRule, ranks: Ranks | None, notes: list[str]) -> Sampling:
+    """A CUDA op timed by events behind a hold; when the events cannot time it, on the wall clock with a note.
+
+    A sample that outlasts every hold with several calls may be one that fills CUDA's launch queue behind the
+    spin (about 1024 launches: the host blocks until the spin ends): the calls per sample are halved and the op
+    held again, down to one call. A sample that still outlasts its hold waits on the device, and one whose
+    events saw no work ran its work elsewhere: both are timed between synchronizations."""
+    replay = _graphed(fn, 1 if flush else reps, backend, notes) if graph else None
+    timer = "cuda_event" if replay is None else "cuda_graph"
+    empty = None if ranks is not None else empty_window_s(backend)
+    before_sample = ranks.before_sample if ranks is not None else None
+    baked = replay is not None and flush is None  # the graph holds the sample's calls: one replay enqueues them
+    dropped, planned = 0, reps
+    while True:
+        run = replay or (fn if flush else _repeat(fn, reps))
+        hold = plan_hold(0.0 if baked else warm.enqueue_s, reps)
+        if ranks is not None:
+            hold = ranks.agree(hold)
+        held = HeldSampler(run, backend, reps, hold, flush=flush, fixed_hold=ranks is not None,
+                           empty_window_s=empty)
+        try:
+            sampled, probe = _sample(held, rule, backend, before_sample)
+        except EnqueueWaitsOnDevice as exc:
+            dropped += held.dropped
+            if reps > 1 and not baked:
+                reps //= 2
+                continue
+            notes.append(f"the op waits on the device while it is enqueued (a host sync inside, a copy from "
+                         f"pageable memory, or one call launching more than CUDA's launch queue holds): {exc}; timed "
+                         "on the wall clock between synchronizations instead, so its time includes the host's")
+        except NothingOnTimedStream as exc:
+            dropped += held.dropped
+            notes.append(f"the events on the current stream saw no work in the calls ({exc}): the op works on "
+                         "another stream or device, or on none; timed on the wall clock between synchronizations "
+                         "of every device this process uses instead")
+        else:
+            if reps < planned:
+                notes.append(f"{planned} calls per sample outlasted every hold: more launches than CUDA's launch "
+                             f"queue holds (about 1024) block the host behind the spin; {reps} calls per sample")
+            return Sampling(sampled, timer, reps, probe, held, dropped + held.dropped)
+        wall = WallSampler(_repeat(fn, planned), backend, planned)  # no hold, no launch queue: the calibrated batch
+        sampled, probe = _sample(wall, rule, backend, before_sample)
+        return Sampling(sampled, "wall", planned, probe, dropped=dropped)
+
+
 def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, cold: bool = False,
             graph: bool = False, kind: str = "op", ranks: Ranks | None = None,
             backend: Backend | None = None) -> Measurement:
     """Time `fn` on `device` under `rule` as the case's `kind` asks (`op` or `step`; see the module docstring).
-    `cold` flushes L2 before every call (one call per sample); `graph` replays a CUDA graph of the batched calls.
+    `cold` flushes L2 before every call; `graph` replays a CUDA graph of the batched calls (of each call, cold).
     Both apply to CUDA ops only, and the record says what ran. With `ranks` (torchrun), each sample is preceded by
     their barrier, outside the timed window, every sample is kept and the hold is agreed, so that every rank
     calls `fn` as often and starts each sample as the others do."""
     backend = backend or TorchBackend(device)
-    warm = warm_up(fn, backend, rule.warmup_s)
     cuda_op = device.type == "cuda" and kind == "op"
-    calibration = calibrate(fn, backend, rule, warm, batch=not (cold and cuda_op))
-    reps = calibration.calls
+    flush = backend.l2_flush() if needs_flush(device, kind, cold) else None
+    unit = fn if flush is None else _after(flush, fn)  # what a call costs: a cold one, with its flush
+    warm = warm_up(unit, backend, rule.warmup_s)
+    calibration = calibrate(unit, backend, rule, warm,
+                            most=MAX_CALLS_PER_SAMPLE if flush is None else MAX_COLD_CALLS_PER_SAMPLE)
     notes: list[str] = []
-    timer, run = ("cuda_event" if cuda_op else "wall"), _repeat(fn, reps)
-    if graph and cuda_op:
-        try:
-            run, timer = backend.capture_graph(fn, reps), "cuda_graph"
-        except RuntimeError as exc:
-            notes.append(f"CUDA graph capture failed, timed with events: {str(exc).splitlines()[0]}")
-    before_sample = ranks.before_sample if ranks is not None else None
-    held: HeldSampler | None = None
-    sampler: Callable[[], Sample] = WallSampler(run, backend, reps)
     if cuda_op:
-        hold = plan_hold(0.0 if timer == "cuda_graph" else warm.enqueue_s, reps)
-        if ranks is not None:
-            hold = ranks.agree(hold)
-        held = HeldSampler(run, backend, reps, backend.l2_flush() if cold else None, hold,
-                           fixed_hold=ranks is not None)
-        sampler = held
-    probe = host_load.HostProbe()
-    try:
-        sampled = sample_until_stopped(sampler, reps, rule, backend.now, before_sample, probe)
-    except EnqueueWaitsOnDevice as exc:
-        probe.close()
-        notes.append(f"the op waits on the device while it is enqueued (a host sync inside?): {exc}; timed on the "
-                     "wall clock between synchronizations instead, so its time includes the host's")
-        dropped, held, timer = held.dropped if held else 0, None, "wall"
-        probe = host_load.HostProbe()
-        sampled = sample_until_stopped(WallSampler(run, backend, reps), reps, rule, backend.now, before_sample,
-                                       probe)
+        took = _on_events(fn, flush, graph, calibration.calls, warm, backend, rule, ranks, notes)
     else:
-        dropped = held.dropped if held else 0
+        before_sample = ranks.before_sample if ranks is not None else None
+        wall = WallSampler(_repeat(fn, calibration.calls), backend, calibration.calls)
+        sampled, probe = _sample(wall, rule, backend, before_sample)
+        took = Sampling(sampled, "wall", calibration.calls, probe)
+    held = took.held
     if held is not None:
         notes += held.notes
-    m = Measurement(sampled.samples, timer, reps, sampled.reason, rule, warm.calls, held is not None and cold,
-                    device.type, enqueues_s=sampled.enqueues,
-                    hold_s=held.hold_s if held else None, dropped_samples=dropped, notes=notes,
+    m = Measurement(took.sampled.samples, took.timer, took.calls, took.sampled.reason, rule, warm.calls,
+                    held is not None and flush is not None, device.type, enqueues_s=took.sampled.enqueues,
+                    hold_s=held.hold_s if held else None, dropped_samples=took.dropped, notes=notes,
                     sample_overhead_s=calibration.overhead_s,
-                    contention=probe.finish(torch.get_num_threads()))
+                    contention=took.probe.finish(torch.get_num_threads()))
     if m.stop_reason == "plateau" and not m.converged:
         m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "
                        f"x the {rule.target_rel_iqr:g} target: not converged")

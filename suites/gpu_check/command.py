@@ -357,6 +357,7 @@ def identity(device: str) -> dict | None:
     times; None for a CUDA device this machine does not have (a GPU's plan looked at from a CPU box). Asked
     without a CUDA context: device properties and NVML, as the steps' own machine_info asks them."""
     from suites.core import devices
+
     try:
         return devices.identity(devices.resolve(device, "--device"))
     except devices.DeviceError:

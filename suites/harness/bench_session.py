@@ -107,13 +107,16 @@ class BenchSession:
 
     def pct_achievable(self, result: CaseResult, device_bench: bool = False) -> dict:
         """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable); none for a
-        case that failed its check, or one above the datasheet peak, whose speed must not become a peak."""
+        case that failed its check, or one above a datasheet peak, whose speed must not become a peak. A
+        `device_bench` case's model is its caller's declaration: it is read against the roofs, never raises one."""
         info = result.extra_info
         if (result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes)
-                or info.get("tflops_above_peak") or not achievable.asked(self.achievable_mode, device_bench)):
+                or info.get("tflops_above_peak") or info.get("gbps_above_peak")
+                or not achievable.asked(self.achievable_mode, device_bench)):
             return {}
         peaks = self.achievable()
-        return peaks.pct(result.case, result.measurement.median_s, info.get("notes", ())) if peaks else {}
+        return peaks.pct(result.case, result.measurement.median_s, info.get("notes", ()),
+                         raises=not device_bench) if peaks else {}
 
     def achievable_info(self) -> dict | None:
         """machine_info's `achievable`: the peaks with how they were found, or why there are none; None when no

@@ -9,7 +9,9 @@ host enqueues kernels, not how long they run. `device_bench(fn)` makes the calla
   is out of the window), optionally with a cold L2 before every call (`cold=True`) or as a replayed CUDA graph
   (`graph=True`); on a CPU, wall time, and `cold`/`graph` do nothing there (the record says what ran);
 - the run's stopping rule (`--bench-profile`), telemetry, `enqueue_s` and `host_bound`;
-- with `flops`/`bytes` (per call), TFLOP/s and GB/s, and with `dtype` on a GPU whose peaks are known, `pct_peak`;
+- with `flops`/`bytes` (per call, checked at the call: a NaN, an infinity or a negative count fails the test in
+  one line), TFLOP/s and GB/s, and with `dtype` on a GPU whose peaks are known, `pct_peak`; they are the caller's
+  declaration, so a figure above its achievable roof raises no roof (suites/core/achievable.py);
 - pytest-benchmark's `stats` filled with those samples (seconds per call), `options.timer` and
   `extra_info.timer` naming the timer that ran (`cuda_event`, `cuda_graph`, `wall`);
 - a call shorter than a sample batched (`calls_per_sample`, suites/core/timing.py's `calibrate`);
@@ -23,6 +25,8 @@ own traceback; an allocation failure is left to the runner, which records it as 
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 
 import pytest
@@ -36,6 +40,17 @@ from suites.harness import bench_session
 from suites.harness.bench_session import BenchSession
 
 GROUP = "device_bench"  # the benchmark group when neither the call nor a benchmark marker names one
+
+
+def declared(name: str, value: float | None) -> float | None:
+    """A per-call `flops` or `bytes` as given, or a one-line failure of the test: a NaN, an infinity or a negative
+    count would become a TFLOP/s or GB/s figure (a NaN one made the achievable roof it beat NaN). Zero is no model."""
+    if value is None:
+        return None
+    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+    if not math.isfinite(number) or number < 0:
+        pytest.fail(f"device_bench: {name}={value!r} is not a count per call (a finite number >= 0)", pytrace=False)
+    return int(value) if isinstance(value, numbers.Integral) else number  # plain Python numbers: the JSON's
 
 
 def peak_dtype(dtype: torch.dtype | str | None) -> str | None:
@@ -66,6 +81,7 @@ class DeviceBench:
                  group: str | None = None) -> CaseResult:
         """Time `fn()` (no arguments: close over the inputs) and record it; returns the runner's result, whose
         `extra_info` is what the JSON holds. `flops` and `bytes` are per call."""
+        flops, bytes = declared("flops", flops), declared("bytes", bytes)
         if self.benchmark._mode:
             raise FixtureAlreadyUsed(f"device_bench times one callable per test (it was used in {self.benchmark._mode}"
                                      " mode); parametrize the test to time several")

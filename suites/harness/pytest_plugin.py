@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from suites.core.runner import CaseResult, Extension
     from suites.harness.bench_session import BenchSession
     from suites.harness.device_bench import DeviceBench
+
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
 PROGRESS = pytest.StashKey["ProgressPlugin"]()
@@ -81,6 +82,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     shared = shared_session(config)
     if shared.world is not None:
         from suites.harness import distributed
+
         distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
     claim_outputs(session, bench, shared)
     start_progress(session, bench, shared)
@@ -102,6 +104,7 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     the commit, date and dirty flag, so that no run ends with its numbers only on the screen.
     """
     from suites.harness import distributed, results
+
     config = session.config
     if bench.disabled or xdist_active(config):
         return
@@ -123,6 +126,7 @@ def start_progress(session: pytest.Session, bench: object, shared: BenchSession)
     if interval <= 0 or xdist_active(config) or (shared.world is not None and shared.world.rank != 0):
         return
     from suites.harness import bench_rounds, progress
+
     earlier = (shared.rounds - 1) * len(bench_rounds.bench_cases(session.items)) if not bench.disabled else 0
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     writer = getattr(reporter, "_tw", None)
@@ -154,6 +158,7 @@ def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
     """NVML telemetry around every case (it reports why when it cannot), the device-busy time of training steps
     on CUDA, and with --bench-trace-dir a profiler trace."""
     from suites.observers import busy, telemetry, tracing
+
     found: list[Extension] = [telemetry.TelemetryExtension(shared.device,
                                                            config.getoption("bench_telemetry_interval_ms")),
                               busy.BusyExtension()]
@@ -171,6 +176,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     if shared is None or shared.rounds < 2 or session.testsfailed or bench is None or bench.disabled:
         return
     from suites.harness import bench_rounds, bench_session
+
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     report = reporter.write_line if reporter is not None else print
     cases = bench_rounds.bench_cases(session.items)
@@ -190,6 +196,7 @@ def journal_rounds(session: pytest.Session, shared: BenchSession) -> Callable[[l
     """What hands each earlier round of the suites' cases to the results writer (None when no writer took the
     outputs)."""
     from suites.core.cases import Case
+
     items = {item.callspec.params["case"].id: item for item in session.items
              if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("case"), Case)}
     return round_journal(session.config, shared, lambda case: items[case.id])
@@ -200,6 +207,7 @@ def round_journal(config: pytest.Config, shared: BenchSession,
     """What hands a case's results so far to the results writer each time one of its earlier rounds ends, as the
     entry of its test (`item_of`), so that a run stopped in those rounds keeps them; None without a writer."""
     from suites.harness import bench_session, results
+
     writer = results.writer_of(config)
     if writer is None:
         return None
@@ -216,6 +224,7 @@ def parametrize(metafunc: pytest.Metafunc, cases: Callable[[str], list[Case]]) -
         return
     from suites.core.cases import select_dtypes
     from suites.harness.bench_session import parse_dtypes
+
     config = metafunc.config
     selected = select_dtypes(cases(config.getoption("bench_profile")), parse_dtypes(config.getoption("bench_dtypes")))
     metafunc.parametrize("case", selected, ids=[c.id.split("/", 1)[1] for c in selected])
@@ -229,6 +238,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     from suites.core import devices
     from suites.harness import distributed
     from suites.observers import telemetry
+
     machine_info.update(devices.machine_info(shared.device))
     machine_info["telemetry"] = telemetry.machine_info(shared.extensions)
     if (found := shared.achievable_info()) is not None:
@@ -247,6 +257,7 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
 def pytest_unconfigure(config: pytest.Config) -> None:
     if (shared := active_session(config)) is not None and shared.world is not None:
         from suites.harness import distributed
+
         distributed.leave()
 
 
