@@ -11,6 +11,11 @@ slow = pytest.mark.slow  # reads the quick run of tests/conftest.py
 
 
 @slow
+def test_a_clean_cpu_run_warns_of_nothing(quick_run):
+    """No NVML warning on a CPU, no pandas or deprecation warning: the run above treats warnings as errors."""
+    assert "warnings summary" not in quick_run["stdout"] and "Warning" not in quick_run["stdout"]
+
+
 def test_stats_are_the_measured_samples(quick_run):
     for bench in quick_run["json"]["benchmarks"]:
         data = bench["stats"]["data"]
