@@ -284,3 +284,11 @@ def test_a_run_taken_on_a_busy_host_makes_the_page_and_the_hardware_plots(tmp_pa
     measured = [e for e in levers.effects(load([BUSY_OPS])) if e.pairs]
     assert measured and all(e.uncertain for e in measured)
     assert {e.doubt for e in measured} == {"every pair has a case contended or not converged"}
+
+
+def test_a_system_without_a_lever_another_system_measured_does_not_stop_the_page(tmp_path, capsys):
+    """Two systems share the matmul levers; a third (two ranks: collectives and train_step only) shares none. Its
+    empty row of bars once raised IndexError in the levers picture, and the page was not written."""
+    runs = [RUN_A, RUN_1THREAD, DATA / "dist_cpu_quick.json"]
+    assert main(["html", *map(str, runs), "-o", str(tmp_path)]) == 0
+    assert "hardware-levers" in (tmp_path / "index.html").read_text()

@@ -47,7 +47,8 @@ def plot(rows: pd.DataFrame, outdir: Path) -> Path | None:
     if table.empty:
         return None
     comparisons = list(dict.fromkeys(table["comparison"]))
-    systems = list(dict.fromkeys(rows["system"]))
+    drawn = set(table["system"])  # a system none of whose levers another system measured has no bar
+    systems = [s for s in dict.fromkeys(rows["system"]) if s in drawn]
     height = 0.8 / len(systems)
     fig = Figure(figsize=(11, 1.2 + 0.32 * len(comparisons) * len(systems)), layout="constrained")
     ax = fig.subplots()
