@@ -50,6 +50,7 @@ from reports.timeline import Trend, short_commit
 REACH_SIGMAS = 6.0
 MIN_REACH = 0.10  # a run 10 % off its level is on the axis whatever the noise
 BAND_SIGMAS = 2.0
+LOG_SPAN = 10.0
 LEVEL, BAND, REFERENCE, STEP, CUT = "#4c72b0", "#d8dde6", "#2e8b57", "#c44e52", "#dd8452"
 VERDICT_COLORS = {"slower": "#c44e52", "faster": "#2e8b57", "not judged": "#e08a00"}
 MACHINE_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#da8bc3"]
@@ -111,13 +112,20 @@ def robust_limits(y: np.ndarray, level: np.ndarray, sigma: float, keep: np.ndarr
     """(low, high) of an axis holding `also` (the fitted levels) and every point within the reach of its level
     (or in `keep`), and which points lie beyond: the module docstring's robust scale. `sigma` is the series' own
     robust noise (log units), which one spike does not inflate; the band is drawn within the axis, not fitted to
-    it, so a noisy case's band fills its picture rather than shrinking its runs."""
+    it, so a noisy case's band fills its picture rather than shrinking its runs. The margin is a share of the
+    span in log units, so it reads the same on a log axis."""
     reach = max(REACH_SIGMAS * sigma, math.log1p(MIN_REACH))
     inside = (np.abs(np.log(y / level)) <= reach) | keep
-    values = np.concatenate([y[inside], *also])
+    values = np.log(np.concatenate([y[inside], *also]))
     low, high = float(values.min()), float(values.max())
-    pad = (high - low) * 0.08 or abs(high) * 0.02 or 1.0
-    return (low - pad, high + pad), ~inside
+    pad = (high - low) * 0.08 or 0.02
+    return (math.exp(low - pad), math.exp(high + pad)), ~inside
+
+
+def wide(limits: tuple[float, float]) -> bool:
+    """Whether an axis spans more than LOG_SPAN: drawn on a log scale, where runs a hundred times apart (a
+    loaded machine's nights) both stay readable instead of the faster ones lying flat on zero."""
+    return limits[1] / limits[0] > LOG_SPAN
 
 
 def newest(count: int) -> np.ndarray:
@@ -159,7 +167,7 @@ def case_panel(trend: Trend, verdict: Verdict | None = None, reference: set[str]
                   math.expm1(sigma) * 100, basis, used,
                   float(np.median(levels[used])) / scale if used.any() else None,
                   [(_between(x, s.at), f"{(s.ratio - 1) * 100:+.0f} % {short_commit(runs['commit'].iloc[s.at])}")
-                   for s in trend.steps], verdict_name(verdict))
+                   for s in trend.steps], verdict_name(verdict), wide(limits))
     panel.note = _note(trend, panel)
     return panel
 
@@ -177,6 +185,8 @@ def _note(trend: Trend, panel: Panel) -> str:
         parts.append(f"{len(panel.beyond)} beyond the axis (farthest {far:.2f}x its level)")
     if trend.runs["incomplete"].any():
         parts.append(f"{int(trend.runs['incomplete'].sum())} from runs cut short")
+    if panel.log_scale:
+        parts.append("log scale")
     return "; ".join(parts)
 
 
@@ -194,8 +204,8 @@ def machines_panel(found: list[Trend], reference: Trend) -> Panel:
     limits, beyond = robust_limits(y, fit, max(t.noise for t in found), keep, [fit])
     x = np.concatenate([line.x for line in lines])
     edge = [(x[i], limits[1] if y[i] > fit[i] else limits[0], y[i] / fit[i]) for i in np.flatnonzero(beyond)]
-    return Panel(lines, f"time / {reference.device}'s current level", limits, edge, log_scale=True,
-                 note=f"1 = {reference.device}'s current level, {format_time(base)}")
+    return Panel(lines, "time / reference's current level", limits, edge, log_scale=True,
+                 note=f"1 = the current level of {reference.device}, {format_time(base)}")
 
 
 def emptied(ax: Axes) -> None:
@@ -249,15 +259,16 @@ def draw(ax: Axes, panel: Panel, legend: bool = False) -> None:
         last = panel.lines[0]
         ax.plot(last.x[-1:], np.clip(last.y[-1:], *panel.limits), "D", color=VERDICT_COLORS[panel.verdict], ms=6,
                 zorder=6)
-    ax.set_ylim(*panel.limits)
     ax.set_xlim(*x_limits(panel))
     if panel.log_scale:
         ax.set_yscale("log")
-        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0), numticks=4))
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0), numticks=5))
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
     else:
         ax.yaxis.set_major_locator(ticker.MaxNLocator(4))
-    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.3g"))
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.4g"))
+    ax.set_ylim(*panel.limits)
     if np.issubdtype(panel.lines[0].x.dtype, np.datetime64):
         locator = mdates.AutoDateLocator(minticks=2, maxticks=4)
         ax.xaxis.set_major_locator(locator)
@@ -269,6 +280,9 @@ def draw(ax: Axes, panel: Panel, legend: bool = False) -> None:
     ax.tick_params(labelsize=7)
     if legend:
         ax.legend(handles=key(panel), fontsize=6, loc="upper left", framealpha=0.85)
+    elif len(panel.lines) > 1:  # which line is which machine: a small multiple's only legend
+        ax.legend(handles=[Line2D([], [], color=line.color, marker="o", ms=3, label=text(line.label))
+                           for line in panel.lines], fontsize=6, loc="best", framealpha=0.85)
 
 
 def key(panel: Panel | None = None) -> list:
@@ -320,8 +334,8 @@ class Canvas:
 
 def write_key(path: Path) -> Path:
     """The key of every mark a small multiple can carry, as its own small picture."""
-    figure = Figure(figsize=(9.5, 1.3))
-    figure.legend(handles=key(), loc="center", ncol=2, fontsize=8, frameon=False)
+    figure = Figure(figsize=(12, 1.5))
+    figure.legend(handles=key(), loc="center", ncol=2, fontsize=10, frameon=False)
     figure.savefig(path, dpi=PANEL_DPI)
     return path
 
