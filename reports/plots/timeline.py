@@ -36,9 +36,11 @@ import pandas as pd
 from matplotlib import dates as mdates
 from matplotlib import ticker
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from PIL import Image
 
 from reports import marks
 from reports.compare import Verdict
@@ -51,11 +53,13 @@ REACH_SIGMAS = 6.0
 MIN_REACH = 0.10  # a run 10 % off its level is on the axis whatever the noise
 BAND_SIGMAS = 2.0
 LOG_SPAN = 10.0
+DENSE = 60  # runs beyond which a line's markers are drawn smaller
 LEVEL, BAND, REFERENCE, STEP, CUT = "#4c72b0", "#d8dde6", "#2e8b57", "#c44e52", "#dd8452"
 VERDICT_COLORS = {"slower": "#c44e52", "faster": "#2e8b57", "not judged": "#e08a00"}
 MACHINE_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#da8bc3"]
 PANEL_SIZE = (4.6, 2.5)  # inches; at PANEL_DPI three fit a 1300-pixel page side by side
 PANEL_DPI = 90
+PALETTE = 64
 
 
 @dataclass
@@ -237,11 +241,12 @@ def draw(ax: Axes, panel: Panel, legend: bool = False) -> None:
         ax.step(x, panel.fitted, where="mid", color="#777", lw=0.8, zorder=1)
     for line in panel.lines:
         y = np.clip(line.y, *panel.limits)
-        ax.plot(line.x, y, "-", color=line.color, lw=0.9, zorder=2)
+        ax.plot(line.x, y, "-", color=line.color, lw=0.9 if len(y) <= DENSE else 0.6, zorder=2)
+        small = 1.0 if len(y) <= DENSE else 0.6  # a year of points: smaller, or the markers hide the line
         clean = ~line.disturbed & ~line.incomplete
-        ax.plot(line.x[clean], y[clean], "o", color=line.color, ms=2.6, zorder=3)
+        ax.plot(line.x[clean], y[clean], "o", color=line.color, ms=2.6 * small, zorder=3)
         ax.plot(line.x[line.disturbed & ~line.incomplete], y[line.disturbed & ~line.incomplete], "o",
-                mfc="white", mec=line.color, ms=3.2, mew=0.8, zorder=3)
+                mfc="white", mec=line.color, ms=3.2 * small, mew=0.8 * small, zorder=3)
         ax.plot(line.x[line.incomplete], y[line.incomplete], "x", color=CUT, ms=5, mew=1.4, zorder=4)
     if panel.reference is not None and panel.reference.any():
         first = panel.lines[0]
@@ -251,10 +256,12 @@ def draw(ax: Axes, panel: Panel, legend: bool = False) -> None:
     for x, y, _ in panel.beyond:
         top = y >= panel.limits[1]
         ax.plot([x], [y], "^" if top else "v", color=STEP, ms=6, clip_on=False, zorder=5)
+    first, last = x_limits(panel)
     for x, label in panel.steps:
         ax.axvline(x, color=STEP, ls="--", lw=1, zorder=1)
-        ax.annotate(text(label), (x, 1), xycoords=("data", "axes fraction"), xytext=(-2, -2),
-                    textcoords="offset points", ha="right", va="top", fontsize=7, color=STEP)
+        left = (x - first) / (last - first) > 0.5  # the label on the side with room for it
+        ax.annotate(text(label), (x, 1), xycoords=("data", "axes fraction"), xytext=(-2 if left else 2, -2),
+                    textcoords="offset points", ha="right" if left else "left", va="top", fontsize=7, color=STEP)
     if panel.verdict:
         last = panel.lines[0]
         ax.plot(last.x[-1:], np.clip(last.y[-1:], *panel.limits), "D", color=VERDICT_COLORS[panel.verdict], ms=6,
@@ -322,13 +329,18 @@ class Canvas:
     """One figure reused for every panel of a page (module docstring: speed)."""
 
     def __init__(self, size: tuple[float, float] = PANEL_SIZE, dpi: int = PANEL_DPI) -> None:
-        self.figure = Figure(figsize=size)
-        self.dpi = dpi
+        self.figure = Figure(figsize=size, dpi=dpi)
+        self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_axes((0.13, 0.14, 0.84, 0.82))
 
     def write(self, panel: Panel, path: Path) -> Path:
+        """The panel as a PNG of at most PALETTE colours: a third of the bytes of matplotlib's full-colour PNG for
+        a picture of a few flat colours, which a page embedding hundreds of them needs. The pixels are taken from
+        the canvas and encoded once."""
         draw(self.ax, panel)
-        self.figure.savefig(path, dpi=self.dpi)
+        self.canvas.draw()
+        pixels = Image.frombuffer("RGBA", self.canvas.get_width_height(), self.canvas.buffer_rgba())
+        pixels.convert("RGB").quantize(colors=PALETTE).save(path, format="PNG")
         return path
 
 
