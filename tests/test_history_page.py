@@ -1,12 +1,12 @@
 """The history page (`python -m reports html DIR`): what it draws, read from the data behind each picture.
 
 The history is made from real quick runs of this machine (tests/histories.py): 14 nights of the 2-thread CPU
-cycling through five real main-job runs, one steady matmul case 1.25x slower from night 9 on, one conv case 3x
-slower on night 5 only (a spike), night 6 a real killed run's journal, night 11 a real run stopped by SIGTERM
-after 45 of its 207 cases; six nights of the 1-thread CPU (three real
-runs, another compute device) from night 8; one real run of a third machine (two ranks) on the last night. The
-good runs are kept as the nightly workflow keeps them: copies under good/<machine>/ with names of their own, for the
-nights whose gate would have passed.
+cycling through three real main-job runs, one steady matmul case 1.25x slower from night 9 on (and a numerics
+case 1.6x), one conv case 3x slower on night 5 only (a spike), night 6 a real killed run's journal, night 11 a
+real run stopped by SIGTERM after 45 of its 207 cases; six nights of the 1-thread CPU (three real runs, another
+compute device) from night 8; one real run of a third machine (two ranks) on the last night. The good runs are
+kept as the nightly workflow keeps them: copies under good/<machine>/ with names of their own, for the nights
+whose gate would have passed.
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ from reports.__main__ import main
 from reports.history import file_stem
 from reports.history_html import NEWS_ORDER, anchor, build, good_frame
 from reports.load import load
+from reports.noise import level
 from reports.plots import timeline as pictures
 from tests.histories import KILLED_JOURNAL, QUICK, STOPPED, Nights, night, real_runs, steady_case
-from tests.resultfiles import DATA, read, write
+from tests.resultfiles import DATA, ROUNDS_A, ROUNDS_B, read, write
 
 NIGHTS, STEP_NIGHT, SPIKE_NIGHT, KILLED_NIGHT, STOPPED_NIGHT = 14, 9, 5, 6, 11
 GOOD_NIGHTS = [0, 1, 2, 3, 4, 7, 8]  # the nights the gate passed: not the spike, a cut one, or the step's
 STEP = steady_case(real_runs(), "matmul")  # 1.02x across the three real runs
 SPIKE = steady_case(real_runs(), "conv")  # 1.15x
+SECOND_STEP = steady_case(real_runs(), "numerics")  # 1.01x: 1.6x slower from STEP_NIGHT on, a larger step
 ONE_THREAD = sorted(QUICK.glob("quick_1thread_*.json"))
 TWO_RANKS = DATA / "dist_cpu_quick.json"  # a real run of another machine (1 thread x 2 ranks): one run only
 
@@ -45,7 +47,8 @@ def nights(tmp_path_factory) -> dict:
     """The history's folders: runs/ (every night of every machine) and good/<machine>/ (copies, renamed)."""
     root = tmp_path_factory.mktemp("history")
     runs = root / "runs"
-    written = Nights(real_runs(), NIGHTS, steps={STEP: (STEP_NIGHT, 1.25)}, spikes={SPIKE: (SPIKE_NIGHT, 3.0)},
+    written = Nights(real_runs(), NIGHTS, steps={STEP: (STEP_NIGHT, 1.25), SECOND_STEP: (STEP_NIGHT, 1.6)},
+                     spikes={SPIKE: (SPIKE_NIGHT, 3.0)},
                      cut={KILLED_NIGHT: KILLED_JOURNAL, STOPPED_NIGHT: STOPPED}).write(runs, "a")
     Nights(ONE_THREAD, NIGHTS - 8, first=8).write(runs, "b")
     third = read(TWO_RANKS)
@@ -100,8 +103,10 @@ def test_the_page_names_the_injected_step_and_the_run_where_it_started(page, nig
     row = next(r for r in top.split("<tr") if f"#{anchor('AMD EPYC (2 threads)', STEP)}" in r and "runs since" not in r
                and label in r)
     assert "+2" in row  # +2x.x %: the step's size
-    ratios = [t.steps[-1].ratio for t in history.steps]
-    assert ratios == sorted(ratios, reverse=True)  # worst first
+    ratios = {t.case: t.steps[-1].ratio for t in history.steps}
+    assert list(ratios.values()) == sorted(ratios.values(), reverse=True)  # worst first, whatever the suite
+    assert ratios[SECOND_STEP] == pytest.approx(1.6, rel=0.08)
+    assert list(ratios).index(SECOND_STEP) < list(ratios).index(STEP)  # numerics' 1.6x before matmul's 1.25x
 
 
 def test_the_newest_run_is_judged_against_the_last_good_runs_as_the_gate_does(page, nights):
@@ -115,11 +120,7 @@ def test_the_newest_run_is_judged_against_the_last_good_runs_as_the_gate_does(pa
     assert moved[STEP].ratio == pytest.approx(1.25, rel=0.08) and moved[STEP].looks == "slower"
     assert moved[STEP].not_judged.startswith("candidate host contention")
     assert moved[STEP] is gate.verdicts[STEP]  # the gate's own verdict (reports/compare.py), not a second rule
-    rank = [{"slower": 0, "faster": 2}.get(v.verdict, 1) for _, v in history.moved]
-    assert rank == sorted(rank)  # slower, then not judged, then faster
-    for r in set(rank):
-        sizes = [abs(np.log(v.ratio)) for (_, v), k in zip(history.moved, rank, strict=True) if k == r]
-        assert sizes == sorted(sizes, reverse=True)  # worst first
+    worst_first(history.moved)
     table = history.runs.set_index(history.runs["file"].map(lambda f: Path(f).name))
     good = {nights["files"][i].name for i in GOOD_NIGHTS}
     assert set(table.index[table["good"]]) == good
@@ -135,12 +136,23 @@ def test_the_newest_run_is_judged_against_the_last_good_runs_as_the_gate_does(pa
     assert f"#{anchor('AMD EPYC (2 threads)', STEP)}" in moved_table and "candidate host contention" in moved_table
 
 
+def worst_first(moved: list) -> None:
+    """Slower first, then what the gate could not judge, then faster; the largest change first within each."""
+    rank = [{"slower": 0, "faster": 2}.get(v.verdict, 1) for _, v in moved]
+    assert rank == sorted(rank)
+    for r in set(rank):
+        sizes = [abs(np.log(v.ratio)) for (_, v), k in zip(moved, rank, strict=True) if k == r]
+        assert sizes == sorted(sizes, reverse=True)
+
+
 def test_without_good_runs_the_reference_is_the_last_complete_runs(nights, tmp_path):
     history = build(load([nights["runs"]], samples=False), None, tmp_path)
     gate = next(g for g in history.gates if g.device == "AMD EPYC (2 threads)")
     complete = [i for i in range(NIGHTS - 1) if i not in (KILLED_NIGHT, STOPPED_NIGHT)]
     assert [Path(f).name for f in gate.reference] == [nights["files"][i].name for i in complete[-5:]]
     assert "no good runs given" in gate.basis and not history.runs["good"].any()
+    assert len({g.device for g, _ in history.moved}) == 2  # both machines' newest runs judged: one list
+    worst_first(history.moved)
 
 
 def test_one_spike_does_not_flatten_the_axis_and_is_drawn_at_its_edge(page, nights):
@@ -308,3 +320,29 @@ def test_the_newest_runs_never_leave_the_axis(nights, tmp_path):
     assert order == sorted(order)  # news first: slower, not judged, a step, faster, then the rest
     first = next(f for f in shown if f.news == "not judged")
     assert first.caption == STEP and first.size == pytest.approx(np.log(3.0), rel=0.05)  # the largest first
+
+
+def test_a_case_whose_runs_lie_tens_of_times_apart_is_drawn_on_a_log_axis(page):
+    """On this loaded machine some cases moved 30x between the real runs: on a linear axis the faster nights lie
+    flat on zero; past LOG_SPAN the axis is logarithmic, and only there."""
+    panels = [f.panel for figs in page["history"].figures.values() for f in figs]
+    spans = [p.limits[1] / p.limits[0] for p in panels]
+    assert any(s > pictures.LOG_SPAN for s in spans) and any(s <= pictures.LOG_SPAN for s in spans)
+    assert [p.log_scale for p in panels] == [s > pictures.LOG_SPAN for s in spans]
+    ax = Figure().add_subplot()
+    pictures.draw(ax, next(p for p in panels if p.log_scale))
+    assert ax.get_yscale() == "log"
+    pictures.draw(ax, next(p for p in panels if not p.log_scale))  # the reused axes goes back to linear
+    assert ax.get_yscale() == "linear"
+
+
+def test_a_runs_level_is_the_median_of_its_round_medians_as_the_gate_reads_it(tmp_path):
+    """Real runs with --bench-rounds 3 (tests/data/run_cpu_quick_rounds*.json): each night's level of a case is
+    the median of its three round medians (reports/noise.py `level`), not the median of all its samples."""
+    Nights([ROUNDS_A, ROUNDS_B], 6).write(tmp_path)
+    frame = load([tmp_path], samples=False)
+    for trend in timeline.trends(frame):
+        rows = frame[frame["case"] == trend.case].sort_values("datetime")
+        assert list(trend.levels) == [level(row) for _, row in rows.iterrows()]
+    rows = frame[frame["round_medians_s"].notna()]
+    assert (timeline.levels(rows) != rows["median_s"]).any()
