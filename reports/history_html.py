@@ -132,7 +132,7 @@ def build(frame: pd.DataFrame, good: pd.DataFrame | None, outdir: Path, baseline
         if len(files) < 2:
             when = timeline.run_table(rows[rows["file"] == files[0]])["datetime"].iloc[0]
             single[heading] = (f"One run of this suite on this machine ({Path(files[0]).name}, "
-                               f"{when:%Y-%m-%d %H:%M} UTC): no history to draw yet; its figures are in the "
+                               f"{timeline.stamp(when)} UTC): no history to draw yet; its figures are in the "
                                "results below.")
             continue
         drawn = []
@@ -190,7 +190,7 @@ def link(device: str, case: str) -> str:
 def gate_line(gate: timeline.Gate, runs: pd.DataFrame) -> str:
     """What the newest run of a machine was judged against, and the count of each verdict."""
     run = runs.set_index("file").loc[gate.last] if gate.last in set(runs["file"]) else None
-    when = f"{run['datetime']:%Y-%m-%d %H:%M} UTC, commit {timeline.short_commit(run['commit'])}" if run is not None \
+    when = f"{timeline.stamp(run['datetime'])} UTC, commit {timeline.short_commit(run['commit'])}" if run is not None \
         else ""
     head = f"<b>{esc(gate.device)}</b>: newest run {esc(Path(gate.last).name)} ({esc(when)})"
     if run is not None and isinstance(run["incomplete_reason"], str):
@@ -263,7 +263,7 @@ def runs_html(history: History) -> str:
     """Every run of the history, newest first, folded: a year is 365 rows."""
     table = history.runs.iloc[::-1]
     body = "".join(
-        f"<tr><td>{r.datetime:%Y-%m-%d %H:%M}</td><td>{esc(Path(r.file).name)}</td>"
+        f"<tr><td>{timeline.stamp(r.datetime)}</td><td>{esc(Path(r.file).name)}</td>"
         f"<td>{esc(timeline.short_commit(r.commit))}</td><td>{esc(r.series)}</td>"
         f"<td>{'no: ' + esc(r.incomplete_reason) if isinstance(r.incomplete_reason, str) else 'yes'}</td>"
         f"<td>{'yes' if r.good else ''}</td><td>{'yes' if r.reference else ''}</td>"
@@ -284,10 +284,10 @@ def section_html(history: History, key: Path) -> str:
     """The section as HTML (pictures embedded)."""
     good = ("the good runs named by --good" if history.good_given
             else "no good runs given (--good): the reference is the last complete runs")
+    first, last = (timeline.stamp(history.runs["datetime"].agg(end), "%Y-%m-%d") for end in ("min", "max"))
     parts = [f"<h2 id='history'>History: what moved</h2><p class='muted'>{len(history.runs)} runs of "
-             f"{history.runs['series'].nunique()} machine(s), {history.runs['datetime'].min():%Y-%m-%d} to "
-             f"{history.runs['datetime'].max():%Y-%m-%d}; {good}. A level is the median of a run's round medians, "
-             "the figure the gate judges.</p>",
+             f"{history.runs['series'].nunique()} machine(s), {first} to {last}; {good}. A level is the median of a "
+             "run's round medians, the figure the gate judges.</p>",
              "".join(gate_line(g, history.runs) for g in history.gates),
              "<h3>Moved in the newest run</h3>", moved_html(history),
              "<h3>Open steps</h3><p class='muted'>Each series' latest change of level that held for "

@@ -71,8 +71,7 @@ class Trend:
     def run_label(self, index: int) -> str:
         """`2026-11-09 03:00 00000008 (run_08.json)`: what a person bisecting needs to find the run."""
         run = self.runs.iloc[index]
-        when = run["datetime"].strftime("%Y-%m-%d %H:%M") if pd.notna(run["datetime"]) else "no date"
-        return f"{when} {short_commit(run['commit'])} ({Path(run['file']).name})"
+        return f"{stamp(run['datetime'])} {short_commit(run['commit'])} ({Path(run['file']).name})"
 
     def software_change(self, index: int) -> str:
         """` (torch A -> B)` when the torch version changed at this run, a likely cause of a step there."""
@@ -88,6 +87,11 @@ class Trend:
         return "; ".join(self.describe(s) for s in self.steps)
 
 
+def stamp(when: pd.Timestamp, form: str = "%Y-%m-%d %H:%M") -> str:
+    """A run's date as text, `no date` for a run whose file had none that could be read."""
+    return when.strftime(form) if pd.notna(when) else "no date"
+
+
 def short_commit(commit: object) -> str:
     return str(commit)[:8] if isinstance(commit, str) else "no commit"
 
@@ -100,10 +104,12 @@ def series_labels(frame: pd.DataFrame) -> pd.Series:
 
 
 def run_keys(frame: pd.DataFrame) -> pd.Series:
-    """Each file's run key (machine, datetime, commit) as a tuple, indexed by file."""
+    """Each dated file's run key (machine, datetime, commit) as a tuple, indexed by file. A file without a
+    readable date has none: two undated runs of one commit are not known to be one run."""
     first = frame.groupby("file", sort=False)[RUN_KEY].first()
+    first = first[first["datetime"].notna()]
     return pd.Series(list(first.astype(object).where(first.notna(), None).itertuples(index=False, name=None)),
-                     index=first.index)
+                     index=first.index, dtype=object)
 
 
 def without_copies(frame: pd.DataFrame) -> pd.DataFrame:

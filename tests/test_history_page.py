@@ -346,3 +346,18 @@ def test_a_runs_level_is_the_median_of_its_round_medians_as_the_gate_reads_it(tm
         assert list(trend.levels) == [level(row) for _, row in rows.iterrows()]
     rows = frame[frame["round_medians_s"].notna()]
     assert (timeline.levels(rows) != rows["median_s"]).any()
+
+
+def test_runs_without_a_readable_date_make_the_page_by_run_number(tmp_path, capsys):
+    """Three real runs whose `datetime` cannot be read (left out with a warning by the loader): drawn by run
+    number, listed with `no date`, never a traceback."""
+    for i, path in enumerate(real_runs()):
+        data = read(path)
+        data["datetime"] = "last tuesday"
+        write(data, tmp_path / "runs" / f"{i}.json")
+    assert main(["html", str(tmp_path / "runs"), "-o", str(tmp_path / "out")]) == 0
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "History: what moved" in html and "<td>no date</td>" in html
+    history = build(load([tmp_path / "runs"], samples=False), None, tmp_path / "pictures")
+    panel = next(iter(history.figures.values()))[0].panel
+    assert list(panel.lines[0].x) == [0.0, 1.0, 2.0]
