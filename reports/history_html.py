@@ -280,7 +280,7 @@ def grid(figures: list[Figure]) -> str:
     return "<div class='grid'>" + "".join(map(figure_html, figures)) + "</div>"
 
 
-def section_html(history: History, key: Path) -> str:
+def section_html(history: History, key: Path | None) -> str:
     """The section as HTML (pictures embedded)."""
     good = ("the good runs named by --good" if history.good_given
             else "no good runs given (--good): the reference is the last complete runs")
@@ -294,7 +294,8 @@ def section_html(history: History, key: Path) -> str:
              f"{timeline.stats.MIN_RUNS} runs or more (reports/stats.py), largest slowdown first.</p>",
              steps_html(history), runs_html(history),
              "<h2>History per suite</h2><p class='muted'>One picture per case; cases with news first "
-             "(framed). The scale is robust: a spike is drawn at the edge as a triangle.</p>", image(key, "key")]
+             "(framed). The scale is robust: a spike is drawn at the edge as a triangle.</p>",
+             image(key, "key") if key else ""]
     headings = sorted({*history.figures, *history.single})
     parts.append("<p>" + " | ".join(f"<a href='#{heading_id(h)}'>{esc(h)}</a>" for h in headings) + "</p>")
     for heading in headings:
@@ -312,7 +313,8 @@ def section_html(history: History, key: Path) -> str:
 def section(frame: pd.DataFrame, good: pd.DataFrame | None, outdir: Path, baseline: str | None = None) -> str:
     """The history section of the page, its pictures written under outdir."""
     history = build(frame, good, outdir, baseline)
-    return section_html(history, pictures.write_key(outdir / "key.png"))
+    drawn = [f.panel for figures in history.figures.values() for f in figures]
+    return section_html(history, pictures.write_key(drawn, outdir / "key.png") if drawn else None)
 
 
 STYLE = """

@@ -302,7 +302,9 @@ def test_history_o_draws_the_same_pictures_and_names_a_single_run_group(nights, 
     found = timeline.trends(load([nights["runs"]], samples=False))
     panel = pictures.case_panel(next(t for t in found if t.case == SPIKE and t.device == "AMD EPYC (2 threads)"))
     assert len(panel.beyond) == 2  # the same robust scale as the page's: the spike and the killed night
-    assert {type(h).__name__ for h in pictures.key(panel)} >= {"Line2D", "Patch"}
+    labels = [h.get_label() for h in pictures.key([panel], own=True)]
+    assert labels[1].startswith("fitted level +- 2 sigma (sigma ") and "run beyond the axis (a spike)" in labels
+    assert "run cut short (incomplete)" in labels and not any("gate" in label for label in labels)  # no gate here
 
 
 def test_the_newest_runs_never_leave_the_axis(nights, tmp_path):

@@ -24,6 +24,7 @@ so each panel has few ticks and its title is the page's caption, not text drawn 
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from PIL import Image
 
 from reports import marks
 from reports.compare import Verdict
-from reports.plots.style import text
+from reports.plots.style import TITLE_WIDTH, text
 from reports.stats import MIN_RUNS, fitted
 from reports.table import format_time
 from reports.timeline import Trend, short_commit
@@ -286,42 +287,40 @@ def draw(ax: Axes, panel: Panel, legend: bool = False) -> None:
     ax.set_ylabel(text(panel.unit), fontsize=7)
     ax.tick_params(labelsize=7)
     if legend:
-        ax.legend(handles=key(panel), fontsize=6, loc="upper left", framealpha=0.85)
+        ax.legend(handles=key([panel], own=True), fontsize=6, loc="upper left", framealpha=0.85)
     elif len(panel.lines) > 1:  # which line is which machine: a small multiple's only legend
         ax.legend(handles=[Line2D([], [], color=line.color, marker="o", ms=3, label=text(line.label))
                            for line in panel.lines], fontsize=6, loc="best", framealpha=0.85)
 
 
-def key(panel: Panel | None = None) -> list:
-    """The legend entries of a panel (every entry when None: the page's one key for all its small multiples)."""
-    every = panel is None
-    entries = []
-    lines = panel.lines if panel is not None else [Line("level per run", np.array([]), np.array([]),
-                                                        np.array([]), np.array([]))]
-    for line in lines:
-        entries.append(Line2D([], [], color=line.color, marker="o", ms=3, lw=0.9,
-                              label=text(line.label if panel is not None and len(panel.lines) > 1
-                                         else "level per run (median of its rounds)")))
-    if every or panel.band is not None:
-        label = "fitted level +- 2 sigma run-to-run noise" if every else \
-            f"fitted level +- 2 sigma (sigma {panel.sigma_pct:.1f} %: {panel.sigma_basis})"
+def key(panels: list[Panel], own: bool = False) -> list:
+    """The legend entries of what these panels draw, and only that: a key under small multiples (`own`: the
+    legend of a single panel, whose band says its sigma and where it comes from, and whose lines are named)."""
+    lines = [line for p in panels for line in p.lines]
+    named = own and len(panels[0].lines) > 1
+    entries = [Line2D([], [], color=line.color, marker="o", ms=3, lw=0.9, label=text(line.label))
+               for line in panels[0].lines] if named else \
+        [Line2D([], [], color=LEVEL, marker="o", ms=3, lw=0.9, label="level per run (median of its rounds)")]
+    if any(p.band is not None for p in panels):
+        band = panels[0]
+        label = (f"fitted level +- 2 sigma (sigma {band.sigma_pct:.1f} %: {band.sigma_basis})" if own
+                 else "fitted level +- 2 sigma of run-to-run noise (each picture's sigma in its caption)")
         entries.append(Patch(facecolor=BAND, edgecolor="#777", label=text(label)))
-    if every or any(line.disturbed.any() for line in panel.lines):
+    if any(line.disturbed.any() for line in lines):
         entries.append(Line2D([], [], marker="o", ls="none", mfc="white", mec="#444",
                               label="disturbed run (" + ", ".join(m.name for m in marks.MARKS) + ")"))
-    if every or any(line.incomplete.any() for line in panel.lines):
+    if any(line.incomplete.any() for line in lines):
         entries.append(Line2D([], [], marker="x", ls="none", color=CUT, mew=1.4, label="run cut short (incomplete)"))
-    if every or (panel.reference is not None and panel.reference.any()):
+    if any(p.reference is not None and p.reference.any() for p in panels):
         entries.append(Line2D([], [], marker="o", mfc="none", mec=REFERENCE, color=REFERENCE, ms=6,
                               label="runs the gate judged the last run against, and their level"))
-    if every or panel.steps:
+    if any(p.steps for p in panels):
         entries.append(Line2D([], [], color=STEP, ls="--", label="step: its size and the commit where it started"))
-    if every or panel.beyond:
+    if any(p.beyond for p in panels):
         entries.append(Line2D([], [], marker="^", ls="none", color=STEP, label="run beyond the axis (a spike)"))
-    if every or panel.verdict:
-        for name in (VERDICT_COLORS if every else [panel.verdict]):
-            entries.append(Line2D([], [], marker="D", ls="none", color=VERDICT_COLORS[name],
-                                  label=f"last run, the gate says: {name}"))
+    for name in [v for v in VERDICT_COLORS if any(p.verdict == v for p in panels)]:
+        entries.append(Line2D([], [], marker="D", ls="none", color=VERDICT_COLORS[name],
+                              label=f"last run, the gate says: {name}"))
     return entries
 
 
@@ -344,10 +343,11 @@ class Canvas:
         return path
 
 
-def write_key(path: Path) -> Path:
-    """The key of every mark a small multiple can carry, as its own small picture."""
-    figure = Figure(figsize=(12, 1.5))
-    figure.legend(handles=key(), loc="center", ncol=2, fontsize=10, frameon=False)
+def write_key(panels: list[Panel], path: Path) -> Path:
+    """The key of every mark these small multiples carry, as its own small picture."""
+    entries = key(panels)
+    figure = Figure(figsize=(12, 0.35 + 0.22 * math.ceil(len(entries) / 2)))
+    figure.legend(handles=entries, loc="center", ncol=2, fontsize=10, frameon=False)
     figure.savefig(path, dpi=PANEL_DPI)
     return path
 
@@ -357,7 +357,7 @@ def write_figure(panel: Panel, title: str, path: Path) -> Path:
     figure = Figure(figsize=(9, 4.2))
     ax = figure.add_subplot()
     draw(ax, panel, legend=True)
-    ax.set_title(text(title), fontsize=9)
+    ax.set_title(text(textwrap.fill(title, TITLE_WIDTH + 30)), fontsize=9)
     ax.text(0, -0.14, text(panel.note), transform=ax.transAxes, fontsize=7, color="#555", va="top")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -376,7 +376,7 @@ def write_grid(panels: list[tuple[str, Panel]], title: str, path: Path, columns:
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     figure.suptitle(text(title), fontsize=10)
-    figure.legend(handles=key(), loc="lower center", ncol=2, fontsize=7, frameon=False)
+    figure.legend(handles=key([p for _, p in panels]), loc="lower center", ncol=2, fontsize=7, frameon=False)
     figure.tight_layout(rect=(0, 1.3 / (rows * 2.6 + 1.6), 1, 0.97))
     figure.savefig(path, dpi=80)
     return path
