@@ -34,7 +34,8 @@ from reports.errors import InputError
 from reports.stats import LevelShift
 
 RUN_KEY = ["machine_id", "datetime", "commit"]  # what a run and its good copy share (their file names differ)
-KEPT = ("datetime", "commit", "file", "level_s", "median_s", "q1_s", "q3_s", "torch_version")
+KEPT = ("datetime", "commit", "file", "median_s", "q1_s", "q3_s", "torch_version", "level_s")
+NO_GROUP = "(no group)"  # a pytest-benchmark file without groups (other projects): its cases still have a history
 
 
 @dataclass
@@ -142,9 +143,9 @@ def prepared(frame: pd.DataFrame, good: pd.DataFrame | None = None) -> pd.DataFr
     cut = measured["incomplete_reason"].notna() if "incomplete_reason" in measured else False
     kept = [c for c in dict.fromkeys(["file", *RUN_KEY, "device", "group", "case", *KEPT, "incomplete_reason"])
             if c in measured]  # the columns a history reads, in one block (a loaded frame is many)
-    return measured[[c for c in kept if c != "level_s"]].assign(
+    return measured[kept].assign(
         level_s=levels(measured), series=series_labels(measured), marks=marks.per_row(measured), incomplete=cut,
-        good=measured["file"].isin(good_runs(measured, good)))
+        good=measured["file"].isin(good_runs(measured, good)), group=measured["group"].fillna(NO_GROUP))
 
 
 def good_runs(history: pd.DataFrame, good: pd.DataFrame | None) -> set[str]:
@@ -213,6 +214,7 @@ def newest(frame: pd.DataFrame) -> pd.DataFrame:
 def gate(history: pd.DataFrame, good: pd.DataFrame | None, last: int = compare.DEFAULT_LAST) -> list[Gate]:
     """A Gate per machine of the history (a history of loaded rows, good: the good runs' rows or None)."""
     history = without_copies(history)
+    labels = series_labels(history)
     found = []
     for machine, cand in newest(history).groupby("machine_id", sort=True):
         file, when = cand["file"].iloc[0], cand["datetime"].iloc[0]
@@ -220,7 +222,7 @@ def gate(history: pd.DataFrame, good: pd.DataFrame | None, last: int = compare.D
         earlier = pool[(pool["machine_id"] == machine) & (pool["datetime"] < when) & (pool["file"] != file)]
         basis = (f"the last {last} good runs of this machine before it" if good is not None
                  else f"the last {last} complete runs of this machine before it (no good runs given)")
-        device = str(series_labels(history)[cand.index[0]])
+        device = str(labels[cand.index[0]])
         if earlier.empty:
             found.append(Gate(machine, device, file, [], basis, None,
                               f"no {'good' if good is not None else 'complete'} run of this machine before it"))

@@ -363,3 +363,17 @@ def test_runs_without_a_readable_date_make_the_page_by_run_number(tmp_path, caps
     history = build(load([tmp_path / "runs"], samples=False), None, tmp_path / "pictures")
     panel = next(iter(history.figures.values()))[0].panel
     assert list(panel.lines[0].x) == [0.0, 1.0, 2.0]
+
+
+def test_another_projects_files_without_groups_have_their_history_drawn(tmp_path):
+    """pytest-benchmark 3.x files of another project (no `group`, naive datetimes), three nights each: their cases
+    are drawn under `(no group)`, not dropped."""
+    for name in ("pb3_other_project.json", "pb4_other_project.json"):
+        for i in range(3):
+            data = read(DATA / name)
+            data["datetime"] = f"2026-01-0{i + 1}T03:00:00"
+            write(data, tmp_path / "runs" / f"{name}_{i}.json")
+    history = build(load([tmp_path / "runs"], samples=False), None, tmp_path / "pictures")
+    no_group = [h for h in history.figures if h.startswith("(no group) on ")]
+    assert no_group and all(len(f.panel.lines[0].x) == 3 for h in no_group for f in history.figures[h])
+    assert sum(map(len, history.figures.values())) == len(history.trends)  # every case has its picture
