@@ -89,9 +89,6 @@ class History:
     reference_machine: str | None
     good_given: bool
 
-    def anchor(self, trend: timeline.Trend) -> str:
-        return anchor(trend.device, trend.case)
-
 
 def anchor(device: str, case: str) -> str:
     """The id of a case's picture on the page (and its file name): unique, and safe in a URL."""
@@ -130,7 +127,7 @@ def build(frame: pd.DataFrame, good: pd.DataFrame | None, outdir: Path, baseline
         heading = f"{group} on {device}"
         part = [t for t in found if t.device == device and t.group == group]
         if len(files) < 2:
-            when = timeline.run_table(rows[rows["file"] == files[0]])["datetime"].iloc[0]
+            when = rows.loc[rows["file"] == files[0], "datetime"].iloc[0]
             single[heading] = (f"One run of this suite on this machine ({Path(files[0]).name}, "
                                f"{timeline.stamp(when)} UTC): no history to draw yet; its figures are in the "
                                "results below.")

@@ -14,7 +14,8 @@ The scale is robust: the axis holds the fitted levels, the band and every run wi
 least `MIN_REACH`) of its fitted level. A run beyond, a one-night spike, is drawn at the edge it lies beyond as a
 triangle, and the panel says how far out the farthest one is; so one spike does not flatten a year of history.
 The newest `stats.MIN_RUNS - 1` runs always lie inside: a change too new to be a step is the news of the morning,
-not an outlier.
+not an outlier. An axis that still spans more than `LOG_SPAN` (a loaded machine's nights can lie 30x apart) is
+logarithmic, so the faster runs do not lie flat on zero.
 
 Speed: a year of nightly runs of a few hundred cases is hundreds of pictures. They are drawn on one reused figure
 (`Canvas`): a new figure per case costs about twice as much on this machine, mostly its ticks and title layout,
@@ -105,7 +106,8 @@ def run_axis(runs: pd.DataFrame) -> np.ndarray:
 
 
 def time_unit(seconds: float) -> tuple[str, float]:
-    """The unit a time axis reads best in (its typical value between 1 and 1000), and its scale."""
+    """The unit a time axis reads best in (its typical value between 1 and 1000), and its scale: the units of
+    reports/table.py's `format_time`, which gives text, not a scale."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
             return unit, scale
