@@ -60,17 +60,22 @@ def latest(frame: pd.DataFrame) -> pd.DataFrame:
     return timed.drop_duplicates(["system", "case"], keep="last")
 
 
+def choose(names: list[str], wanted: str | None) -> str:
+    """The system `--baseline` names among these: the first when none is asked, else the one whose name it is or
+    the one it is part of (case-insensitive); anything else is an InputError listing the names."""
+    if wanted is None:
+        return names[0]
+    matches = [wanted] if wanted in names else [n for n in names if wanted.lower() in n.lower()]
+    if len(matches) != 1:
+        raise InputError(f"--baseline {wanted!r}: expected one of {', '.join(map(repr, names))}")
+    return matches[0]
+
+
 def side_by_side(frame: pd.DataFrame, baseline: str | None = None) -> tuple[pd.DataFrame, str]:
     """One row per (case, system) with time, TFLOP/s, % of peak and speed-up vs the baseline system."""
     timed = latest(frame)
     names = list(dict.fromkeys(timed.sort_index()["system"]))  # in the order the files were given
-    if baseline is None:
-        baseline = names[0]
-    elif baseline not in names:
-        matches = [n for n in names if baseline.lower() in n.lower()]
-        if len(matches) != 1:
-            raise InputError(f"--baseline {baseline!r}: expected one of {', '.join(map(repr, names))}")
-        baseline = matches[0]
+    baseline = choose(names, baseline)
     base_time = timed[timed["system"] == baseline].set_index("case")["median_s"]
     out = timed.copy()
     out["speedup"] = out["case"].map(base_time) / out["median_s"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import change, device_peaks, hardware, levers, marks, plot
+from reports import change, device_peaks, hardware, history_html, levers, marks, plot
 from reports.format.load import load, output_dir, runs, warn
 from reports.plots import effects
 from reports.table import group_table, with_run
@@ -208,28 +208,37 @@ def plots_html(images: list[tuple[str | None, list[Path]]], failures: list[str])
     return shown + "".join(f"<p><b>Plot failed</b>: {esc(line)}</p>" for line in failures)
 
 
-def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> str:
-    """The whole report as one HTML string; its plots are written under outdir and embedded."""
+def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None, good: pd.DataFrame | None = None) -> str:
+    """The whole report as one HTML string; its plots are written under outdir and embedded. Over a history
+    (reports/history_html.py) the history section comes first and the other sections show each machine's newest
+    run."""
+    history, runs = "", frame["file"].nunique()
+    if history_html.applies(frame):
+        history = history_html.section(frame, good, outdir / "history", baseline)
+        frame = history_html.snapshot(frame)
+        history += (f"<h2>Newest run of each machine</h2><p class='muted'>The sections below show the newest run of "
+                    f"each machine ({frame['file'].nunique()} of the {runs} runs above).</p>")
     plot_html = plots_html(*suite_plots(frame, outdir / "plots"))
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
-            f"{frame['file'].nunique()} run(s). Times are medians of device time per call.</p>"
-            + warnings_html(frame) + disturbed_html(frame) + runs_section(frame) + levers_section(frame)
+            f"{runs} run(s). Times are medians of device time per call.</p>"
+            + history + warnings_html(frame) + disturbed_html(frame) + runs_section(frame) + levers_section(frame)
             + hardware_section(frame, baseline, outdir / "plots") + peaks_section(frame)
             + "<h2>Plots</h2>" + plot_html + results_section(frame))
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Benchmark report</title>"
-            f"<style>{STYLE}</style></head><body>{body}</body></html>")
+            f"<style>{STYLE}{history_html.STYLE if history else ''}</style></head><body>{body}</body></html>")
 
 
-def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None) -> Path:
+def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None, good: pd.DataFrame | None = None) -> Path:
     path = output_dir(outdir) / "index.html"
-    path.write_text(page(frame, outdir, baseline), encoding="utf-8")
+    path.write_text(page(frame, outdir, baseline, good), encoding="utf-8")
     return path
 
 
 def run(args: argparse.Namespace) -> int:
     output_dir(args.out)
-    print(write(load(args.results, samples=False), Path(args.out), args.baseline))
+    good = history_html.good_frame(args.good)
+    print(write(load(args.results, samples=False), Path(args.out), args.baseline, good))
     return 0
 
 
@@ -237,5 +246,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("html", help="one self-contained HTML report page")
     parser.add_argument("results", nargs="+", help="pytest-benchmark JSON files or directories of them")
     parser.add_argument("-o", "--out", default="report", help="output directory (default: report)")
-    parser.add_argument("--baseline", help="device the side-by-side speed-ups are measured against")
+    parser.add_argument("--baseline", help="device the side-by-side speed-ups (and a history's pictures across "
+                        "machines) are measured against")
+    parser.add_argument("--good", nargs="+", metavar="DIR", help="the good runs the nightly gate judges by "
+                        "(the workflow's $BENCH_HISTORY/good): a history page judges each machine's newest run "
+                        "against its last good runs")
     parser.set_defaults(func=run)

@@ -7,6 +7,7 @@ They live here, not in a command, so that a command never imports another for a 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import re
 import shutil
@@ -200,3 +201,10 @@ def slug(text: str) -> str:
 def signed_percent(ratio: float | None) -> str:
     """A ratio as a signed change, `+12.3 %`; empty when there is none."""
     return "" if ratio is None or not np.isfinite(ratio) else f"{(ratio - 1) * 100:+.1f} %"
+
+
+def file_stem(*names: str) -> str:
+    """A file name for these names that no other names get: slugs (lossy: `a/b` and `a:b` give one slug, and
+    are cut at 120 characters) joined, then a short hash of the names themselves."""
+    digest = hashlib.sha1("\0".join(names).encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "_".join(slug(n)[:100] for n in names) + f"_{digest}"

@@ -292,3 +292,11 @@ def test_the_hardware_plots_of_every_real_run_in_the_repository(tmp_path, capsys
     assert main(["hardware", str(DATA), "-o", str(tmp_path)]) == 0
     capsys.readouterr()
     assert (tmp_path / "hardware-levers.png").read_bytes().startswith(PNG)
+
+
+def test_a_system_without_a_lever_another_system_measured_does_not_stop_the_page(tmp_path, capsys):
+    """Two systems share the matmul levers; a third (two ranks: collectives and train_step only) shares none. Its
+    empty row of bars once raised IndexError in the levers picture, and the page was not written."""
+    runs = [RUN_A, RUN_1THREAD, DATA / "dist_cpu_quick.json"]
+    assert main(["html", *map(str, runs), "-o", str(tmp_path)]) == 0
+    assert "hardware-levers" in (tmp_path / "index.html").read_text()

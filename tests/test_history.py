@@ -7,8 +7,9 @@ import pytest
 
 from reports.__main__ import main
 from reports.format.load import load
-from reports.history import file_stem, trends
 from reports.stats import MIN_RUNS, fitted, lasting, noise, partition, steps
+from reports.text import file_stem
+from reports.timeline import trends
 from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, with_identity, write
 
 STEP_AT = 8

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.histories import Nights, real_runs, steady_case
 from tests.resultfiles import DATA
 from tests.runs import run_command
 from tests.test_results_durability import _workflow_step
@@ -90,3 +91,40 @@ def test_a_night_that_passes_joins_the_good_runs(runner):
     assert rc == "0" and summary.startswith("**Gate: passed**")
     assert verdict.startswith("exit 0") and "joins the good runs" in verdict
     assert len(good) == 2 and good[1].endswith("_0123456789.json")
+
+
+@pytest.mark.slow
+def test_the_history_page_is_built_from_the_runners_history_and_linked_in_the_summary(runner):
+    """The page step over a runner's history of seven nights made from the real quick runs (tests/histories.py),
+    one case 1.25x slower from the fifth: built with the good runs once there are some, without them before; the
+    summary step links the uploaded page. (The upload and Pages steps are GitHub's actions: their conditions are
+    read here, not run.)"""
+    work, good, env = runner
+    history = Path(env["BENCH_HISTORY"])
+    step = steady_case(real_runs(), "matmul")
+    nights = Nights(real_runs(), 7, steps={step: (4, 1.25)}).write(history / "runs")
+    condition, script = _workflow_step("History page")
+    assert condition == "always() && steps.bench.outputs.result != ''"
+    shutil.rmtree(history / "good")  # the first nights of a runner: no good run kept yet
+    code, log = _bash(script, work, env)
+    page = work / "results" / "history-page" / "index.html"
+    assert code == 0, log
+    assert "no good runs given (--good)" in page.read_text()
+    good.mkdir(parents=True)
+    for path in nights[:4]:  # the workflow's copies: another name, the same run
+        shutil.copy(path, good / f"20261201_00000{path.stem}.json")
+    code, log = _bash(script, work, env)
+    assert code == 0, log
+    top = page.read_text().split("History per suite")[0]
+    assert "against the last 5 good runs of this machine before it (4 runs)" in top
+    assert step in top.split("Open steps")[1] or step in top.split("Moved in the newest run")[1]
+    condition, link = _workflow_step("Link the history page in the job summary")
+    assert condition == "always() && steps.page.outcome == 'success'"
+    url = "https://github.com/owner/repo/actions/runs/1/artifacts/2"
+    code, log = _bash(link, work, {**env, "PAGE_URL": url, "PAGES": "true"})
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert code == 0 and f"[The history page]({url})" in summary and "GitHub Pages" in summary
+    workflow = (DATA.parents[1] / ".github" / "workflows" / "nightly.yml").read_text()
+    pages = workflow.split("\n  pages:\n", 1)[1]
+    assert "vars.BENCH_PAGES == 'true'" in pages and "actions/deploy-pages@" in pages
+    assert "page: ${{ steps.page.outcome == 'success' }}" in workflow

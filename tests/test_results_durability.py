@@ -401,7 +401,8 @@ def test_sigkill_during_the_earlier_rounds_leaves_them_in_the_journal(tmp_path):
 def _workflow_step(name: str) -> tuple[str, str]:
     """The `if:` and the `run:` script of one step of the nightly workflow, as written there."""
     text = (ROOT / ".github" / "workflows" / "nightly.yml").read_text()
-    step = text.split(f"- name: {name}\n", 1)[1].split("\n      - name: ", 1)[0]
+    # a step ends at the next step or where the next job (or a comment above it, two spaces in) starts
+    step = re.split(r"\n      - name: |\n  (?=[\w#])", text.split(f"- name: {name}\n", 1)[1], maxsplit=1)[0]
     condition = re.search(r"^        if: (.*)$", step, re.M)
     script = step.split("        run: |\n", 1)[1]
     return (condition.group(1) if condition else ""), "\n".join(line[10:] for line in script.splitlines())
