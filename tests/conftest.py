@@ -1,13 +1,22 @@
-"""Runs that several test modules read (one process each, however many tests check it), and the `torch_api` mark.
+"""Runs that several test modules read (one process each, however many tests check it), the `torch_api` mark, and
+the `alone` mark.
 
 `torch_api` marks every test of a module that imports torch: it calls torch's API in this process (or drives it in
 the ranks and runs it starts), so its result can change with the torch installed. CI runs the whole suite under
 the primary torch and these tests again under every other torch the project supports (.ci/run). The mark comes
 from the module's imports, not from a hand-kept list, so a new test that imports torch is caught by it; the
 reports' tests (which never import torch), the results writer's and the GPU check's plan run once.
+
+`alone` marks a test that times something against the machine's quiet state (a calibration, a neighbour it must
+detect): under `pytest -n N` it runs while no other worker runs a test. Every test holds a shared lock on a file of
+the run for its setup, call and teardown; an `alone` test holds it exclusively. Run serially, nothing is locked.
 """
 
 import ast
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -32,6 +41,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if imports_torch(Path(item.fspath)):
             item.add_marker(pytest.mark.torch_api)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # one per `pytest -n N` run, the same in every worker
+    if run is None:
+        return (yield)
+    with open(Path(tempfile.gettempdir()) / f"tests-alone-{run}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
+        return (yield)
 
 
 @pytest.fixture(scope="session")

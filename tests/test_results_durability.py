@@ -47,6 +47,7 @@ from suites.harness.journal import Journal, JournalBusy
 from tests.runs import (
     ROOT,
     ProcessRun,
+    environment,
     run_command,
     run_pytest,
     run_reports_in_process,
@@ -423,7 +424,7 @@ def test_the_nightly_workflow_keeps_a_killed_runs_journal_as_its_history_entry(t
     shim.chmod(0o755)
     work = tmp_path / "workspace"
     (work / "results").mkdir(parents=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_VENV": str(venv), "BENCH_HISTORY": str(tmp_path / "history"),
+    env = {**environment(), "BENCH_VENV": str(venv), "BENCH_HISTORY": str(tmp_path / "history"),
            "GITHUB_SHA": "0123456789abcdef",
            "GITHUB_OUTPUT": str(tmp_path / "outputs"), "SHIM_PID": str(tmp_path / "pid")}
     (tmp_path / "history" / "runs").mkdir(parents=True)
