@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from suites.core.timing import rel_iqr
-from tests.runs import ProcessRun, run_python
+from tests.runs import ROOT, ProcessRun, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +103,10 @@ def host(tmp_path: Path, **files: str) -> Path:
 
 
 def run(repo: Path, *args: str) -> ProcessRun:
+    """pytest in the host repository, with this checkout's packages first on the path (the installed entry point
+    names the plugin's module; an editable install elsewhere must not answer for it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no addopts, no forced plugins
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return run_python("-m", "pytest", "-p", "no:cacheprovider", "-rs", *args, cwd=repo, env=env, inherit_env=False)
 
 
@@ -174,6 +177,37 @@ def test_under_xdist_the_cases_run_once_and_no_worker_writes_a_journal(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "5 passed, 1 skipped" in proc.stdout  # benchmarks disabled by pytest-benchmark: run once, no stats
     assert not list(tmp_path.rglob("*.journal")) and not (tmp_path / "x.json").exists()
+
+
+WARNINGS_ARE_ERRORS = '''
+import torch
+
+
+def test_add(device_bench):
+    a = torch.randn(64, 64, device=device_bench.device)
+    device_bench(lambda: a + a)
+
+
+def test_plain(benchmark):
+    benchmark(sum, range(10))
+'''
+
+
+@pytest.mark.parametrize(("ini", "args"), [
+    (True, ["--bench-device", "cpu"]), (True, []), (True, ["--benchmark-disable"]), (True, ["-n", "2"]),
+    (False, ["-W", "error", "--benchmark-disable"])], ids=["cpu", "auto", "disable", "xdist", "W-error-disable"])
+def test_a_host_that_turns_warnings_into_errors_runs_device_bench_on_a_machine_without_nvidia(tmp_path, ini, args):
+    """pytest-benchmark's own configuration has `filterwarnings = error`: neither the telemetry's absence (no NVIDIA
+    driver here) nor pytest-benchmark's "fixture was not used" of a disabled run (--benchmark-disable, xdist) may
+    fail such a host's device_bench test."""
+    if "-n" in args:
+        pytest.importorskip("xdist")
+    repo = host(tmp_path, test_mine=WARNINGS_ARE_ERRORS)
+    if ini:
+        (repo / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    proc = run(repo, *args)
+    assert proc.returncode == 0, proc.tail()
+    assert "2 passed" in proc.stdout and "warnings summary" not in proc.stdout, proc.tail()
 
 
 @pytest.fixture(scope="module")

@@ -205,9 +205,11 @@ def record(benchmark, result: CaseResult) -> None:
     benchmark.group = result.case.suite
     benchmark.params = dict(result.case.params)
     benchmark.extra_info.update(result.extra_info)
+    # the fixture was used, measured or not: a disabled run (--benchmark-disable, pytest-xdist) must not warn
+    # "Benchmark fixture was not used", which fails hosts that turn warnings into errors
+    benchmark._mode = "suites.harness.bench_session.record(...)"
     if benchmark.disabled or result.measurement is None:
         return
-    benchmark._mode = "suites.harness.bench_session.record(...)"
     stats = benchmark._make_stats(1)
     stats.options.update(timer=result.measurement.timer, min_rounds=None, max_time=None, min_time=None, warmup=None)
     for seconds in result.measurement.samples_s:
@@ -261,7 +263,6 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     record(benchmark, result)
     if result.measurement is None:
         session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))
-        benchmark.skipped = True  # no "fixture was not used" warning: the case was handled
     if result.status in ("unsupported", "oom"):
         pytest.skip(f"{result.status}: {result.reason}")
     if result.status == "error":
