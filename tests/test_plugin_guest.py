@@ -169,6 +169,41 @@ def test_minus_p_no_benchmark_skips_the_suites_tests_with_the_reason(tmp_path):
     assert "SKIPPED [1] test_mine.py:17: not today" in proc.stdout  # a test's own skip keeps its reason
 
 
+CODSPEEDS_FIXTURE = '''
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+
+class ForeignBenchmark:
+    """What pytest-codspeed 5 puts in place of pytest-benchmark's fixture under --codspeed (its `__class__`
+    claims to be pytest-benchmark's fixture class, and it has none of that class's members)."""
+
+    @property
+    def __class__(self):
+        return BenchmarkFixture
+
+    def __call__(self, fn, *args, **kwargs):
+        return fn(*args, **kwargs)
+
+
+@pytest.fixture
+def benchmark():
+    return ForeignBenchmark()
+'''
+
+
+def test_a_benchmark_fixture_replaced_by_another_plugin_skips_the_suites_tests_with_the_reason(tmp_path):
+    """pytest-codspeed under --codspeed replaces `benchmark` at session start (verified with pytest-codspeed 5.0.4
+    in a separate environment: the same skip); its replacement is imitated here as a host's conftest fixture."""
+    repo = host(tmp_path, test_mine=WARNINGS_ARE_ERRORS)
+    (repo / "conftest.py").write_text(HOST_CONFTEST + CODSPEEDS_FIXTURE)
+    proc = run(repo, "-W", "error")
+    assert proc.returncode == 0, proc.tail()
+    assert "1 passed, 1 skipped" in proc.stdout and "AttributeError" not in proc.stdout, proc.tail()
+    assert ("SKIPPED [1] test_mine.py:5: needs pytest-benchmark's benchmark fixture, which conftest replaced "
+            "(pytest-codspeed does under --codspeed)") in proc.stdout, proc.tail()
+
+
 def test_under_xdist_the_cases_run_once_and_no_worker_writes_a_journal(tmp_path):
     pytest.importorskip("xdist")
     repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS.replace("test_no_torch", "no_test"),
