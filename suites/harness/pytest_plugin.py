@@ -23,7 +23,7 @@ that need them, for runs that use the suite.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -283,11 +283,15 @@ def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], Case
 
 
 @pytest.fixture
-def device_bench(request: pytest.FixtureRequest, benchmark) -> DeviceBench:
-    """`device_bench(fn, flops=..., bytes=..., dtype=..., cold=..., graph=...)`: time any callable as the suite
-    times its ops (device time with the host held out; wall time on a CPU) and record it in the benchmark JSON.
-    `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py."""
+def device_bench(request: pytest.FixtureRequest, benchmark) -> Iterator[DeviceBench]:
+    """`device_bench(fn, *args, flops=..., bytes=..., dtype=..., cold=..., graph=..., **kwargs)`: time any callable
+    as the suite times its ops (device time with the host held out; wall time on a CPU), record it in the benchmark
+    JSON and return what `fn` returned; `.pedantic(...)` and `.extra_info` as pytest-benchmark's fixture has them.
+    `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py and
+    docs/device_bench.md."""
     require_pytest_benchmark(benchmark)
     from suites.harness.device_bench import DeviceBench
     shared = shared_session(request.config)
-    return DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))
+    fixture = DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))
+    yield fixture
+    fixture.finish()
