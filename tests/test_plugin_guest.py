@@ -301,6 +301,11 @@ def test_marked(device_bench):
     device_bench(time.sleep, 0.03)
 
 
+@pytest.mark.benchmark(max_time=float("nan"))
+def test_max_time_nan(device_bench):
+    device_bench(lambda: None)
+
+
 def test_pedantic(device_bench):
     assert device_bench.pedantic(sum, args=([1, 2, 3],), rounds=7, warmup_rounds=4, iterations=3) == 6
 
@@ -363,7 +368,7 @@ def entry(proc: ProcessRun, name: str) -> dict:
 
 def test_device_bench_is_called_as_benchmark_is(drop_in_run):
     out = drop_in_run.stdout
-    assert "5 failed, 8 passed, 1 skipped, 1 error in" in out and "warnings summary" not in out, drop_in_run.tail()
+    assert "6 failed, 8 passed, 1 skipped, 1 error in" in out and "warnings summary" not in out, drop_in_run.tail()
     for name in ("arguments_and_result", "profiled", "gc_off_while_sampling", "pedantic", "steady", "marked"):
         assert f"FAILED test_mine.py::test_{name}" not in out
     info = entry(drop_in_run, "test_arguments_and_result")["extra_info"]
@@ -380,6 +385,7 @@ def test_min_rounds_and_max_time_hold(drop_in_run):
     marked = entry(drop_in_run, "test_marked")
     assert marked["stats"]["rounds"] >= 6 and marked["options"]["min_rounds"] == 6
     assert marked["options"]["max_time"] == 0.05
+    assert "device_bench: max_time=nan: expected a finite number of seconds > 0" in drop_in_run.stdout
 
 
 def test_pedantic_runs_exactly_what_it_asks_and_refuses_what_it_cannot(drop_in_run):

@@ -82,10 +82,13 @@ def max_time_given(benchmark, request: pytest.FixtureRequest) -> float | None:
     """`max_time` of a `benchmark` marker or of --benchmark-max-time, None when neither set it: pytest-benchmark's
     1 s default would cut the profile's rule (15 s in full, for kernels that converge slowly) for every test."""
     marker = request.node.get_closest_marker("benchmark")
-    if ((marker is not None and "max_time" in marker.kwargs)
+    if not ((marker is not None and "max_time" in marker.kwargs)
             or float(request.config.getoption("benchmark_max_time")) != PYTEST_BENCHMARK_MAX_TIME_S):
-        return float(benchmark._max_time)
-    return None
+        return None
+    seconds = float(benchmark._max_time)
+    if not (math.isfinite(seconds) and seconds > 0):  # a NaN timeout never comes: sampling would not end
+        pytest.fail(f"device_bench: max_time={seconds!r}: expected a finite number of seconds > 0", pytrace=False)
+    return seconds
 
 
 def count(name: str, value: object, least: int) -> int:
