@@ -1,6 +1,7 @@
 """`device_bench`'s declared models: checked at the call, and never a roof for the cases after it."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ def test_declared_counts_pass_as_given():
 def test_the_fixture_checks_its_counts_before_it_runs_anything():
     """The check comes first: a NaN never reaches the callable, the runner or the figures."""
     called = []
-    bench = DeviceBench(shared=None, benchmark=None, request=None)
+    bench = DeviceBench(shared=None, benchmark=SimpleNamespace(_mode=None), request=None)
     with pytest.raises(pytest.fail.Exception, match="flops=nan"):
         bench(lambda: called.append(1), flops=math.nan)
     assert called == []

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from suites.core.timing import rel_iqr
-from tests.runs import ProcessRun, run_python
+from tests.runs import ROOT, ProcessRun, run_python, run_reports_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -102,8 +102,12 @@ def host(tmp_path: Path, **files: str) -> Path:
     return repo
 
 
-def run(repo: Path, *args: str) -> ProcessRun:
+def run(repo: Path, *args: str, extra_env: dict[str, str] | None = None) -> ProcessRun:
+    """pytest in the host repository, with this checkout's packages first on the path (the installed entry point
+    names the plugin's module; an editable install elsewhere must not answer for it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no addopts, no forced plugins
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env |= extra_env or {}
     return run_python("-m", "pytest", "-p", "no:cacheprovider", "-rs", *args, cwd=repo, env=env, inherit_env=False)
 
 
@@ -166,6 +170,41 @@ def test_minus_p_no_benchmark_skips_the_suites_tests_with_the_reason(tmp_path):
     assert "SKIPPED [1] test_mine.py:17: not today" in proc.stdout  # a test's own skip keeps its reason
 
 
+CODSPEEDS_FIXTURE = '''
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+
+class ForeignBenchmark:
+    """What pytest-codspeed 5 puts in place of pytest-benchmark's fixture under --codspeed (its `__class__`
+    claims to be pytest-benchmark's fixture class, and it has none of that class's members)."""
+
+    @property
+    def __class__(self):
+        return BenchmarkFixture
+
+    def __call__(self, fn, *args, **kwargs):
+        return fn(*args, **kwargs)
+
+
+@pytest.fixture
+def benchmark():
+    return ForeignBenchmark()
+'''
+
+
+def test_a_benchmark_fixture_replaced_by_another_plugin_skips_the_suites_tests_with_the_reason(tmp_path):
+    """pytest-codspeed under --codspeed replaces `benchmark` at session start (verified with pytest-codspeed 5.0.4
+    in a separate environment: the same skip); its replacement is imitated here as a host's conftest fixture."""
+    repo = host(tmp_path, test_mine=WARNINGS_ARE_ERRORS)
+    (repo / "conftest.py").write_text(HOST_CONFTEST + CODSPEEDS_FIXTURE)
+    proc = run(repo, "-W", "error")
+    assert proc.returncode == 0, proc.tail()
+    assert "1 passed, 1 skipped" in proc.stdout and "AttributeError" not in proc.stdout, proc.tail()
+    assert ("SKIPPED [1] test_mine.py:5: needs pytest-benchmark's benchmark fixture, which conftest replaced "
+            "(pytest-codspeed does under --codspeed)") in proc.stdout, proc.tail()
+
+
 def test_under_xdist_the_cases_run_once_and_no_worker_writes_a_journal(tmp_path):
     pytest.importorskip("xdist")
     repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS.replace("test_no_torch", "no_test"),
@@ -176,6 +215,37 @@ def test_under_xdist_the_cases_run_once_and_no_worker_writes_a_journal(tmp_path)
     assert not list(tmp_path.rglob("*.journal")) and not (tmp_path / "x.json").exists()
 
 
+WARNINGS_ARE_ERRORS = '''
+import torch
+
+
+def test_add(device_bench):
+    a = torch.randn(64, 64, device=device_bench.device)
+    device_bench(lambda: a + a)
+
+
+def test_plain(benchmark):
+    benchmark(sum, range(10))
+'''
+
+
+@pytest.mark.parametrize(("ini", "args"), [
+    (True, ["--bench-device", "cpu"]), (True, []), (True, ["--benchmark-disable"]), (True, ["-n", "2"]),
+    (False, ["-W", "error", "--benchmark-disable"])], ids=["cpu", "auto", "disable", "xdist", "W-error-disable"])
+def test_a_host_that_turns_warnings_into_errors_runs_device_bench_on_a_machine_without_nvidia(tmp_path, ini, args):
+    """pytest-benchmark's own configuration has `filterwarnings = error`: neither the telemetry's absence (no NVIDIA
+    driver here) nor pytest-benchmark's "fixture was not used" of a disabled run (--benchmark-disable, xdist) may
+    fail such a host's device_bench test."""
+    if "-n" in args:
+        pytest.importorskip("xdist")
+    repo = host(tmp_path, test_mine=WARNINGS_ARE_ERRORS)
+    if ini:
+        (repo / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    proc = run(repo, *args)
+    assert proc.returncode == 0, proc.tail()
+    assert "2 passed" in proc.stdout and "warnings summary" not in proc.stdout, proc.tail()
+
+
 @pytest.fixture(scope="module")
 def device_bench_run(tmp_path_factory) -> dict:
     """One run of the host repository's device_bench tests, with its own --device, into a JSON file."""
@@ -184,6 +254,196 @@ def device_bench_run(tmp_path_factory) -> dict:
     out = tmp_path / "out.json"
     proc = run(repo, "--device", "host-value", "--bench-device", "cpu", f"--benchmark-json={out}")
     return {"proc": proc, "json": json.loads(out.read_text()) if out.exists() else None, "repo": repo}
+
+
+DROP_IN = '''
+import gc
+import itertools
+import time
+
+import pytest
+import torch
+
+
+def test_arguments_and_result(device_bench):
+    device_bench.extra_info["before"] = "set before the call"
+    a = torch.randn(8, 8)
+    out = device_bench(torch.add, a, a, alpha=2)
+    assert torch.equal(out, torch.add(a, a, alpha=2))  # what one call returned, as benchmark(fn, ...) returns it
+    device_bench.extra_info["after"] = "set after the call"
+
+
+def work():
+    return sum(range(100))
+
+
+def test_profiled(device_bench):
+    assert device_bench(work) == 4950
+
+
+def test_gc_off_while_sampling(device_bench):
+    seen = set()
+    device_bench(lambda: seen.add(gc.isenabled()))
+    assert False in seen
+
+
+def test_steady(device_bench):
+    device_bench(time.sleep, 0.01)
+
+
+def test_growing(device_bench):
+    calls = itertools.count(1)
+    device_bench(lambda: time.sleep(0.002 * next(calls)))  # never converges: only a timeout ends it
+
+
+@pytest.mark.benchmark(min_rounds=6, max_time=0.05)
+def test_marked(device_bench):
+    device_bench(time.sleep, 0.03)
+
+
+@pytest.mark.benchmark(max_time=float("nan"))
+def test_max_time_nan(device_bench):
+    device_bench(lambda: None)
+
+
+def test_pedantic(device_bench):
+    assert device_bench.pedantic(sum, args=([1, 2, 3],), rounds=7, warmup_rounds=4, iterations=3) == 6
+
+
+def test_pedantic_setup(device_bench):
+    device_bench.pedantic(sum, setup=lambda: (([1],), {}))
+
+
+def test_pedantic_no_rounds(device_bench):
+    device_bench.pedantic(sum, args=([1],), rounds=0)
+
+
+def test_extra_info_clash(device_bench):
+    device_bench(lambda: None)
+    device_bench.extra_info["device"] = "mine"
+
+
+def test_generator(device_bench):
+    def matmuls():
+        yield torch.ones(512, 512) @ torch.ones(512, 512)
+    device_bench(matmuls, flops=2 * 512**3)
+
+
+def test_exits_at_once(device_bench):
+    device_bench(lambda: exit(3))
+
+
+def test_exits_later(device_bench):
+    calls = itertools.count()
+
+    def fn():
+        if next(calls) == 5:
+            raise SystemExit("exit in the fifth call")
+    device_bench(fn)
+
+
+def test_memory_error(device_bench):
+    def fn():
+        raise MemoryError()
+    device_bench(fn)
+'''
+
+
+@pytest.fixture(scope="module")
+def drop_in_run(tmp_path_factory) -> ProcessRun:
+    """One run of device_bench used as pytest-benchmark's `benchmark` is, with pytest-benchmark's options."""
+    tmp_path = tmp_path_factory.mktemp("drop_in")
+    repo = host(tmp_path, test_mine=DROP_IN)
+    out = tmp_path / "out.json"
+    proc = run(repo, "--bench-device", "cpu", f"--benchmark-json={out}", "--benchmark-min-rounds", "8",
+               "--benchmark-max-time", "0.3", "--benchmark-cprofile", "tottime")
+    proc.json_path = out
+    return proc
+
+
+def entry(proc: ProcessRun, name: str) -> dict:
+    (found,) = [b for b in proc.json["benchmarks"] + proc.json["not_measured"] if b["name"] == name]
+    return found
+
+
+def test_device_bench_is_called_as_benchmark_is(drop_in_run):
+    out = drop_in_run.stdout
+    assert "6 failed, 8 passed, 1 skipped, 1 error in" in out and "warnings summary" not in out, drop_in_run.tail()
+    for name in ("arguments_and_result", "profiled", "gc_off_while_sampling", "pedantic", "steady", "marked"):
+        assert f"FAILED test_mine.py::test_{name}" not in out
+    info = entry(drop_in_run, "test_arguments_and_result")["extra_info"]
+    assert info["before"] == "set before the call" and info["after"] == "set after the call"
+
+
+def test_min_rounds_and_max_time_hold(drop_in_run):
+    """From the command line (8 rounds, 0.3 s) and from a marker (6, 0.05 s: it wins, as in pytest-benchmark)."""
+    steady = entry(drop_in_run, "test_steady")
+    assert steady["stats"]["rounds"] >= 8 and steady["options"]["min_rounds"] == 8  # the profile stopped at 5
+    growing = entry(drop_in_run, "test_growing")
+    assert growing["options"]["max_time"] == 0.3 and growing["extra_info"]["stop_reason"] == "timeout"
+    assert sum(growing["stats"]["data"]) < 1.0  # the quick profile's 2 s timeout did not run
+    marked = entry(drop_in_run, "test_marked")
+    assert marked["stats"]["rounds"] >= 6 and marked["options"]["min_rounds"] == 6
+    assert marked["options"]["max_time"] == 0.05
+    assert "device_bench: max_time=nan: expected a finite number of seconds > 0" in drop_in_run.stdout
+
+
+def test_pedantic_runs_exactly_what_it_asks_and_refuses_what_it_cannot(drop_in_run):
+    pedantic = entry(drop_in_run, "test_pedantic")
+    assert pedantic["stats"]["rounds"] == 7 and pedantic["extra_info"]["calls_per_sample"] == 3
+    assert pedantic["extra_info"]["warmup_calls"] >= 12 and pedantic["extra_info"]["stop_reason"] == "count"
+    out = drop_in_run.stdout
+    assert "device_bench.pedantic: setup= is not supported: a sample's calls run back to back" in out
+    assert "device_bench: rounds=0: expected an int >= 1" in out
+
+
+def test_gc_and_cprofile_are_recorded_as_they_ran(drop_in_run):
+    for bench in drop_in_run.json["benchmarks"]:
+        assert bench["options"]["disable_gc"] is True  # the collector is off while sampling, flag or not
+    profiled = entry(drop_in_run, "test_profiled")
+    assert any("work" in row["function_name"] for row in profiled["cprofile"])
+    assert "cProfile (time in s)" in drop_in_run.stdout
+
+
+def test_extra_info_never_overwrites_the_suites_fields_silently(drop_in_run):
+    assert entry(drop_in_run, "test_extra_info_clash")["extra_info"]["device"] == "cpu"
+    assert ("device_bench.extra_info: 'device' the suite records itself (docs/results.md); the entry keeps the "
+            "suite's value") in drop_in_run.stdout
+
+
+@pytest.mark.parametrize(("name", "status", "reason"), [
+    ("test_generator", "error", "device_bench: fn returned a generator, whose work runs only when it is consumed"),
+    ("test_exits_at_once", "error", "SystemExit: 3"),
+    ("test_exits_later", "error", "SystemExit: exit in the fifth call"),
+    ("test_memory_error", "oom", "MemoryError")])
+def test_odd_outcomes_are_recorded_with_their_reason(drop_in_run, name, status, reason):
+    info = entry(drop_in_run, name)["extra_info"]
+    assert info["status"] == status and info["reason"].startswith(reason), info
+    assert "tflops" not in info
+
+
+EXITS_ONE_DAY = '''
+import os
+
+
+def test_exits_one_day(device_bench):
+    def fn():
+        if os.environ.get("EXIT_NOW"):
+            raise SystemExit(3)
+    device_bench(fn)
+'''
+
+
+def test_a_case_that_exits_fails_the_comparison_instead_of_vanishing(tmp_path):
+    """Unrecorded, a case that ended in SystemExit read as "removed" to `compare`, which passed."""
+    repo = host(tmp_path, test_mine=EXITS_ONE_DAY)
+    for name, env in (("before", {}), ("after", {"EXIT_NOW": "1"})):
+        proc = run(repo, "--bench-device", "cpu", f"--benchmark-json={tmp_path / name}.json", extra_env=env)
+        assert proc.returncode == (1 if env else 0), proc.tail()
+    compared = run_reports_in_process("compare", str(tmp_path / "before.json"), str(tmp_path / "after.json"),
+                                      "--fail-on-regression")
+    assert compared.returncode == 1, compared.tail()
+    assert "test_mine.py::test_exits_one_day (now error: SystemExit: 3)" in compared.stdout, compared.tail()
 
 
 def test_device_bench_runs_beside_the_hosts_own_device_option(device_bench_run):
@@ -223,5 +483,7 @@ def test_device_bench_failures_read_as_pytest_benchmarks_do(device_bench_run):
     assert "SKIPPED" in out and "oom: RuntimeError: CUDA out of memory" in out
     data = device_bench_run["json"]
     assert "incomplete" not in data  # every selected case finished, the skipped one too
-    (oom,) = data["not_measured"]
+    bug, oom = data["not_measured"]  # the bug is recorded too: a case gone from the results reads as "removed"
+    assert bug["name"] == "test_a_bug_in_the_function" and bug["extra_info"]["status"] == "error"
+    assert bug["extra_info"]["reason"] == "KeyError: \"the user's own bug\""
     assert oom["extra_info"]["status"] == "oom" and oom["extra_info"]["requested_bytes"] == 20 * 2**30

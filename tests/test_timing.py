@@ -48,6 +48,22 @@ def test_no_stop_before_minimum_samples_even_when_quiet():
     assert stop_reason([1.0] * 10, 10.0, 0.0, rule) == "target"
 
 
+def test_no_stop_before_at_least_samples_not_even_the_timeout():
+    """pytest-benchmark's min_rounds: a slow call ended with 2 samples when the profile's timeout came first."""
+    rule = StopRule(min_samples=5, min_time_s=0.05, timeout_s=2.0, at_least=6)
+    assert stop_reason([1.0, 1.1], 2.1, 2.1, rule) is None
+    assert stop_reason([1.0, 1.1] * 3, 6.3, 6.3, rule) == "timeout"
+
+
+def test_asked_calls_and_warm_up_are_what_ran():
+    """pytest-benchmark's pedantic: `iterations` calls per sample, not calibrated, after the warm-up calls asked."""
+    calls = []
+    rule = StopRule(min_samples=1, min_time_s=0.0, timeout_s=1.0, warmup_s=0.0, count=4, calls=3, warmup_calls=9)
+    m = measure(lambda: calls.append(1), CPU, rule)
+    assert (m.calls_per_sample, m.warmup_calls, len(m.samples_s), m.stop_reason) == (3, 9, 4, "count")
+    assert m.gc_disabled and len(calls) >= 9 + 4 * 3
+
+
 def test_no_stop_before_minimum_measured_time():
     rule = StopRule(min_samples=2, min_time_s=1.0, target_rel_iqr=0.5, timeout_s=100)
     assert stop_reason([0.1] * 5, 0.5, 0.0, rule) is None

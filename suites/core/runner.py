@@ -67,9 +67,10 @@ _OOM_MARKERS = ("out of memory", "can't allocate memory", "cublas_status_alloc_f
 
 
 def is_oom(exc: BaseException) -> bool:
-    """An allocation failure of any allocator: a result (the case does not fit), not an error of the code."""
+    """An allocation failure of any allocator: a result (the case does not fit), not an error of the code. Python's
+    own `MemoryError` (a host allocation that failed, often with no message) is one too."""
     text = str(exc).lower()
-    return isinstance(exc, torch.OutOfMemoryError) or any(marker in text for marker in _OOM_MARKERS)
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(marker in text for marker in _OOM_MARKERS)
 
 
 def requested_bytes(exc: BaseException) -> int | None:
@@ -81,7 +82,7 @@ def requested_bytes(exc: BaseException) -> int | None:
 def first_line(exc: BaseException) -> str:
     """`Type: first line of the message`: what a recorded result says of an exception (stack traces stay out)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _base_info(case: Case, device: torch.device) -> dict:
@@ -172,16 +173,30 @@ def above_peak_bandwidth(info: dict, peak_gbps: float | None) -> dict:
     return {"gbps_above_peak": True, "notes": [*info.get("notes", []), note]}
 
 
-def _failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult:
+def stamped(result: CaseResult) -> CaseResult:
+    """The result with its status (and the reason) in extra_info, as every entry of the JSON holds them."""
+    result.extra_info["status"] = result.status
+    if result.reason:
+        result.extra_info["reason"] = result.reason
+    return result
+
+
+def failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult:
+    """What an exception of a case's code makes of it: `unsupported`, `oom` (with the bytes asked for) or `error`."""
     info = _base_info(case, device)
     if isinstance(exc, Unsupported):
-        return CaseResult(case, "unsupported", str(exc), extra_info=info)
+        return stamped(CaseResult(case, "unsupported", str(exc), extra_info=info))
     if is_oom(exc):
         needed = requested_bytes(exc)
         if needed is not None:
             info["requested_bytes"] = needed
-        return CaseResult(case, "oom", first_line(exc), extra_info=info)
-    return CaseResult(case, "error", first_line(exc), extra_info=info)
+        return stamped(CaseResult(case, "oom", first_line(exc), extra_info=info))
+    return stamped(CaseResult(case, "error", first_line(exc), extra_info=info))
+
+
+def refused(case: Case, device: torch.device, reason: str) -> CaseResult:
+    """A case not measured because what it would measure is not its work: an `error` with the reason."""
+    return stamped(CaseResult(case, "error", reason, extra_info=_base_info(case, device)))
 
 
 def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks | None = None,
@@ -202,15 +217,14 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
             else:
                 result = _measure_and_check(case, workload, device, rule, peaks, extensions, lockstep,
                                             earlier_rounds, backend)
-    except Exception as exc:  # the boundary where a failing case becomes a recorded result
-        result = _failure(case, device, exc)
+    # the boundary where a failing case becomes a recorded result; a SystemExit from the case's code is its
+    # failure too (it vanished from the results before), a KeyboardInterrupt (Ctrl-C, a stop signal) is the run's
+    except (Exception, SystemExit) as exc:
+        result = failure(case, device, exc)
     finally:
         del workload
         memory.release(device)
-    result.extra_info["status"] = result.status
-    if result.reason:
-        result.extra_info["reason"] = result.reason
-    return result
+    return stamped(result)
 
 
 @dataclass(frozen=True)

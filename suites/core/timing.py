@@ -87,6 +87,13 @@ class StopRule:
     # target is what a power-capped GPU gives; one at 30 times it (random host delays) is not a measurement.
     plateau_ceiling: float = 2.0
     count: int | None = None  # exactly this many samples, whatever their spread (ranks in lockstep)
+    # What a test may ask through pytest-benchmark's options (suites/harness/device_bench.py): samples taken before
+    # any stop, the timeout's included (min_rounds: a slow call must not end with 2 samples); the calls of every
+    # sample, not calibrated (pedantic's iterations); the fewest warm-up calls (pedantic's warmup_rounds; never
+    # under two: the first call pays for lazy initialisation and is not the call's time).
+    at_least: int = 0
+    calls: int | None = None
+    warmup_calls: int = 2
 
     def counted(self, samples: int) -> StopRule:
         """A rule every rank stops at together: two warm-up calls, one call per sample, exactly `samples`."""
@@ -116,6 +123,8 @@ def stop_reason(samples: Sequence[float], measured_s: float, elapsed_s: float, r
     included: the device spent that time on the measurement)."""
     if rule.count is not None:
         return "count" if len(samples) >= rule.count else None
+    if len(samples) < rule.at_least:
+        return None
     enough = len(samples) >= rule.min_samples and measured_s >= rule.min_time_s
     if enough:
         if rel_iqr(samples) <= rule.target_rel_iqr:
@@ -154,6 +163,7 @@ class Measurement:
     contention: host_load.Contention | None = None
     rounds: list[Measurement] = field(default_factory=list)  # when pooled: each round's own measurement
     sample_overhead_s: float | None = None  # an empty sample's wall time, kept under 1 % of a sample (calibrate)
+    gc_disabled: bool = False  # the garbage collector was off while the samples were taken (sample_until_stopped)
 
     @property
     def median_s(self) -> float:
@@ -347,8 +357,8 @@ class WarmUp:
     enqueue_s: float
 
 
-def warm_up(fn: Callable[[], object], backend: Backend, warmup_s: float) -> WarmUp:
-    """Run `fn` for at least `warmup_s` (and twice: the first call pays for lazy init)."""
+def warm_up(fn: Callable[[], object], backend: Backend, warmup_s: float, least: int = 2) -> WarmUp:
+    """Run `fn` for at least `warmup_s` and `least` calls (never under two: the first call pays for lazy init)."""
     calls, fastest, start = 0, math.inf, backend.now()
     while True:
         t0 = backend.now()
@@ -359,7 +369,7 @@ def warm_up(fn: Callable[[], object], backend: Backend, warmup_s: float) -> Warm
         calls += 1
         if calls >= 2:  # the first call's lazy init is not the call's time
             fastest = min(fastest, t2 - t0)
-            if t2 - start >= warmup_s:
+            if t2 - start >= warmup_s and calls >= least:
                 return WarmUp(calls, fastest, t1 - t0)
 
 
@@ -591,6 +601,8 @@ def calibrate(fn: Callable[[], object], backend: Backend, rule: StopRule, warm: 
     Calls are timed on the wall clock between synchronizations, which on a GPU is at least their device time; a
     cold call is timed with the flush before it, which its sample also holds."""
     overhead = sample_overhead(backend)
+    if rule.calls is not None:  # asked for (pytest-benchmark's pedantic iterations)
+        return Calibration(rule.calls, overhead)
     target = max(rule.min_sample_s, overhead / MAX_OVERHEAD_SHARE)
     if rule.min_sample_s <= 0 or warm.call_s >= target:
         return Calibration(1, overhead)
@@ -740,7 +752,7 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     cuda_op = device.type == "cuda" and kind == "op"
     flush = backend.l2_flush() if needs_flush(device, kind, cold) else None
     unit = fn if flush is None else _after(flush, fn)  # what a call costs: a cold one, with its flush
-    warm = warm_up(unit, backend, rule.warmup_s)
+    warm = warm_up(unit, backend, rule.warmup_s, rule.warmup_calls)
     calibration = calibrate(unit, backend, rule, warm,
                             most=MAX_CALLS_PER_SAMPLE if flush is None else MAX_COLD_CALLS_PER_SAMPLE)
     notes: list[str] = []
@@ -757,7 +769,7 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     m = Measurement(took.sampled.samples, took.timer, took.calls, took.sampled.reason, rule, warm.calls,
                     held is not None and flush is not None, device.type, enqueues_s=took.sampled.enqueues,
                     hold_s=held.hold_s if held else None, dropped_samples=took.dropped, notes=notes,
-                    sample_overhead_s=calibration.overhead_s,
+                    sample_overhead_s=calibration.overhead_s, gc_disabled=True,
                     contention=took.probe.finish(torch.get_num_threads()))
     if m.stop_reason == "plateau" and not m.converged:
         m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "

@@ -26,7 +26,7 @@ from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.profiles import SMOKE, Profile, rules
 from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
-from suites.core.timing import StopRule
+from suites.core.timing import Measurement, StopRule
 from suites.harness import bench_rounds, distributed
 
 
@@ -182,22 +182,39 @@ def from_config(config: pytest.Config) -> BenchSession:
                         rounds=bench_rounds.parse_rounds(config.getoption("bench_rounds")))
 
 
-def measure_once(session: BenchSession, case: Case, earlier: list[CaseResult]) -> CaseResult:
+Adjust = Callable[[StopRule], StopRule]  # what a device_bench test asked of the profile's rule (its options)
+
+
+def measure_once(session: BenchSession, case: Case, earlier: list[CaseResult], adjust: Adjust | None = None
+                 ) -> CaseResult:
     """One round of a case outside pytest's pass (see suites/harness/bench_rounds.py): no observers, nothing recorded;
     its figures pool the rounds before (`earlier`), so that a run stopped here keeps a headline of all of them."""
-    return execute(case, session.device, session.rule(case), session.peaks(case.peak_dtype),
+    rule = session.rule(case)
+    return execute(case, session.device, adjust(rule) if adjust else rule, session.peaks(case.peak_dtype),
                    earlier_rounds=bench_rounds.earlier_measurements(earlier))
 
 
 def measure_rounds_in_place(session: BenchSession, case: Case,
-                            recorded: Callable[[list[CaseResult]], None] | None = None) -> None:
+                            recorded: Callable[[list[CaseResult]], None] | None = None,
+                            adjust: Adjust | None = None) -> None:
     """The rounds before the recorded one of a case that exists only inside its test (a `device_bench` callable):
     taken back to back, each pooling the ones before, into the session's round log, where `run` finds them.
     Unlike the suites' cases, whose rounds interleave over the whole selection before pytest's pass, these rounds
     see only the noise of the seconds the test runs."""
-    log = bench_rounds.measure_rounds([case], session.rounds, lambda c, earlier: measure_once(session, c, earlier),
+    log = bench_rounds.measure_rounds([case], session.rounds,
+                                      lambda c, earlier: measure_once(session, c, earlier, adjust),
                                       report=lambda _: None, recorded=recorded)
     session.round_log.results[case.id] = log.results[case.id]
+
+
+def options(m: Measurement) -> dict:
+    """pytest-benchmark's `options` of an entry, as the measurement ran: `disable_gc` whether the collector was off
+    while sampling (it always is for sampled cases, --benchmark-disable-gc or not), `min_rounds` the samples no
+    stop came before (None: the profile's rule may stop on its timeout sooner), `max_time` the sampling's timeout,
+    `min_time` the shortest sample the calls were batched to, `warmup` whether calls ran before the samples."""
+    rule = m.rule
+    return {"disable_gc": m.gc_disabled, "timer": m.timer, "min_rounds": rule.count or rule.at_least or None,
+            "max_time": rule.timeout_s, "min_time": rule.min_sample_s, "warmup": m.warmup_calls > 0}
 
 
 def record(benchmark, result: CaseResult) -> None:
@@ -205,11 +222,13 @@ def record(benchmark, result: CaseResult) -> None:
     benchmark.group = result.case.suite
     benchmark.params = dict(result.case.params)
     benchmark.extra_info.update(result.extra_info)
+    # the fixture was used, measured or not: a disabled run (--benchmark-disable, pytest-xdist) must not warn
+    # "Benchmark fixture was not used", which fails hosts that turn warnings into errors
+    benchmark._mode = "suites.harness.bench_session.record(...)"
     if benchmark.disabled or result.measurement is None:
         return
-    benchmark._mode = "suites.harness.bench_session.record(...)"
     stats = benchmark._make_stats(1)
-    stats.options.update(timer=result.measurement.timer, min_rounds=None, max_time=None, min_time=None, warmup=None)
+    stats.options.update(options(result.measurement))
     for seconds in result.measurement.samples_s:
         stats.update(seconds)
 
@@ -235,16 +254,19 @@ def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseRes
     fixture = SimpleNamespace(name=item.name, fullname=item.nodeid, group=latest.case.suite,
                               param=callspec.id if callspec is not None else None,
                               params=dict(latest.case.params), extra_info=extra, cprofile_stats=None)
-    entry = Metadata(fixture, iterations=1, options={"timer": latest.measurement.timer, "min_rounds": None,
-                                                     "max_time": None, "min_time": None, "warmup": None})
+    entry = Metadata(fixture, iterations=1, options=options(latest.measurement))
     for seconds in latest.measurement.samples_s:
         entry.update(seconds)
     return "benchmarks", entry.as_dict(include_data=True)
 
 
-def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case) -> CaseResult:
-    """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error)."""
+def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case, adjust: Adjust | None = None
+        ) -> CaseResult:
+    """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error). `adjust`
+    applies a device_bench test's options to the profile's rule (not to a smoke run's, nor to ranks in lockstep)."""
     rule, lockstep = session.lockstep(benchmark.disabled, case)
+    if adjust is not None and lockstep is None and not benchmark.disabled:
+        rule = adjust(rule)
     if lockstep is not None:
         case = lockstep.agreed(case)
     in_rounds = session.rounds > 1 and not benchmark.disabled and bench_rounds.in_rounds(case)
@@ -258,12 +280,21 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
         result.extra_info |= session.pct_achievable(result, "device_bench" in request.fixturenames)
     if in_rounds:
         result.extra_info |= bench_rounds.merge(result, earlier)
+    return settle(session, benchmark, request, result)
+
+
+def keep(session: BenchSession, benchmark, request: pytest.FixtureRequest, result: CaseResult) -> None:
+    """Record a case's result: a measurement in pytest-benchmark's stats, a case not measured under `not_measured`."""
     record(benchmark, result)
     if result.measurement is None:
         session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))
-        benchmark.skipped = True  # no "fixture was not used" warning: the case was handled
+
+
+def settle(session: BenchSession, benchmark, request: pytest.FixtureRequest, result: CaseResult) -> CaseResult:
+    """Record a case's result (`keep`), then skip the test (unsupported, oom) or fail it in one line (error)."""
+    keep(session, benchmark, request, result)
     if result.status in ("unsupported", "oom"):
         pytest.skip(f"{result.status}: {result.reason}")
     if result.status == "error":
-        pytest.fail(f"{case.id}: {result.reason}", pytrace=False)
+        pytest.fail(f"{result.case.id}: {result.reason}", pytrace=False)
     return result

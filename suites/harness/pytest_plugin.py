@@ -12,7 +12,8 @@ this module, so `-p suites.harness.pytest_plugin` and `pytest_plugins = [...]` l
 - under pytest-xdist, pytest-benchmark disables benchmarks (timings from parallel workers are not reliable): the
   suite's cases then run once each as smoke tests, and no journal or results file is written (each worker would
   race for it); run without `-n` to measure;
-- with `-p no:benchmark`, the tests using its fixtures are skipped with that reason and the others run.
+- with `-p no:benchmark`, the tests using its fixtures are skipped with that reason and the others run; so are they
+  where another plugin replaced pytest-benchmark's `benchmark` fixture (pytest-codspeed under --codspeed).
 
 What a run shares lives in suites/harness/bench_session.py, the results file in suites/harness/results.py, the
 `device_bench` fixture's logic in suites/harness/device_bench.py. Heavy modules are imported inside the hooks
@@ -22,7 +23,7 @@ that need them, for runs that use the suite.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -261,19 +262,36 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         distributed.leave()
 
 
+def require_pytest_benchmark(benchmark: object) -> None:
+    """Skip, with the reason, a test whose `benchmark` fixture is not pytest-benchmark's: pytest-codspeed under
+    --codspeed puts its own in its place (whose class claims to be pytest-benchmark's, so `type`, not
+    `isinstance`), and the suite's fixtures record through pytest-benchmark's."""
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    if not issubclass(type(benchmark), BenchmarkFixture):
+        pytest.skip(f"needs pytest-benchmark's benchmark fixture, which {type(benchmark).__module__} replaced "
+                    "(pytest-codspeed does under --codspeed): the suite's fixtures record their timings through it")
+
+
 @pytest.fixture
 def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], CaseResult]:
     """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON."""
+    require_pytest_benchmark(benchmark)
     from suites.harness import bench_session
     shared = shared_session(request.config)
     return lambda case: bench_session.run(shared, benchmark, request, case)
 
 
 @pytest.fixture
-def device_bench(request: pytest.FixtureRequest, benchmark) -> DeviceBench:
-    """`device_bench(fn, flops=..., bytes=..., dtype=..., cold=..., graph=...)`: time any callable as the suite
-    times its ops (device time with the host held out; wall time on a CPU) and record it in the benchmark JSON.
-    `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py."""
+def device_bench(request: pytest.FixtureRequest, benchmark) -> Iterator[DeviceBench]:
+    """`device_bench(fn, *args, flops=..., bytes=..., dtype=..., cold=..., graph=..., **kwargs)`: time any callable
+    as the suite times its ops (device time with the host held out; wall time on a CPU), record it in the benchmark
+    JSON and return what `fn` returned; `.pedantic(...)` and `.extra_info` as pytest-benchmark's fixture has them.
+    `device_bench.device` is the run's device (--bench-device). See suites/harness/device_bench.py and
+    docs/device_bench.md."""
+    require_pytest_benchmark(benchmark)
     from suites.harness.device_bench import DeviceBench
     shared = shared_session(request.config)
-    return DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))
+    fixture = DeviceBench(shared, benchmark, request, round_journal(request.config, shared, lambda _: request.node))
+    yield fixture
+    fixture.finish()
