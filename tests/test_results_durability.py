@@ -19,6 +19,7 @@ The writer's side of the project's hostile corpus (the reports' side is tests/ho
 - --benchmark-json of a 245-byte name -> written (no helper name longer than the journal's)
 - SIGTERM during rounds 1-2 of --bench-rounds 3 -> the file keeps every case measured so far, incomplete
 - SIGKILL during rounds 1-2 of --bench-rounds 3 -> the journal keeps every round of every case
+- a storage holding run 9999 (or a 10000_ file) -> usage error naming it, no stored run written over
 - two overlapping runs in one storage; 4 processes claiming 100 numbers at once -> a number each
 - nightly run killed outright (the OOM killer's SIGKILL) -> its journal kept as the history entry
 - a killed run's journal read by `reports table` -> the same device as the finished run's file
@@ -44,6 +45,7 @@ from pytest_benchmark.utils import get_machine_id
 
 from suites.harness import results
 from suites.harness.journal import Journal, JournalBusy
+from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
     ProcessRun,
@@ -282,6 +284,24 @@ def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_o
         ["0001_nightly.json.journal", "0002_other.json", "0003_nightly.json"]
     table = run_reports_in_process("table", str(storage))
     assert table.returncode == 0 and "skipped" not in table.stderr, table.stdout + table.stderr
+
+
+@pytest.mark.parametrize("highest", ["9999_old.json", "10000_older.json"])
+def test_a_storage_whose_run_numbers_are_used_up_is_refused_before_the_first_case(highest, tmp_path):
+    """Past run 9999 (pytest-benchmark's four digits), or with a 10000_ file an older writer left, the run is a
+    usage error that names the storage: no stored run is written over, and nothing is measured to be lost."""
+    storage = tmp_path / "storage"
+    folder = storage / get_machine_id()
+    folder.mkdir(parents=True)
+    stored = {name: shutil.copy(RUN_A, folder / name) for name in ("9999_old.json", highest)}
+    before = {name: Path(path).read_bytes() for name, path in stored.items()}
+    refused = _run("-k", "square and float32", f"--benchmark-storage={storage}", "--benchmark-autosave")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.tail()
+    number = int(highest.split("_")[0])
+    assert f"--benchmark-storage {folder}: holds run {number}, and pytest-benchmark numbers runs with four " \
+        f"digits (--benchmark-compare sees no run {number + 1})" in refused.output, refused.tail()
+    assert "Traceback" not in refused.output and "passed" not in refused.output
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if not p.name.startswith(".")} == before
 
 
 def _storage_file(storage: Path, name: str) -> Path:

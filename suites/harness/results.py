@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import stat
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ from suites.harness import journal
 from suites.harness.journal import Journal, JournalBusy, fsync_dir
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
+RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
+LAST_NUMBER = 9999  # pytest-benchmark's four digits: its save and its --benchmark-compare stop there
 SPECIAL_FILES = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a named pipe",
                  stat.S_ISSOCK: "a socket"}
 
@@ -132,17 +135,26 @@ def journal_path(target: Path) -> Path:
 
 def next_number(folder: Path) -> int:
     """pytest-benchmark's run counter: one more than the highest NNNN_*.json in the machine's folder, a run's
-    journal (NNNN_*.json.journal: running, or killed) counting as its run."""
-    numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*")
-               if p.name.endswith((".json", ".json" + journal.SUFFIX))]
+    journal (NNNN_*.json.journal: running, or killed) counting as its run; a number of more digits (a 10000_
+    file an older writer left) counts too, so that it is never written over."""
+    numbers = [int(found.group(1)) for p in folder.glob("[0-9]*_*")
+               if p.name.endswith((".json", ".json" + journal.SUFFIX)) and (found := RUN_NUMBER.match(p.name))]
     return max(numbers, default=0) + 1
 
 
 def claim_number(folder: Path, name: str, header: dict, notes: list[str]) -> tuple[Path, Journal]:
     """The storage's next run file and this run's journal beside it. The number is taken and the journal (which
-    holds it) created under the folder's lock, so that two runs starting at once get two numbers."""
+    holds it) created under the folder's lock, so that two runs starting at once get two numbers. A storage whose
+    numbers are used up (run LAST_NUMBER is there) is a usage error, before the first case: pytest-benchmark
+    refuses to save there too, and a run numbered past it would be one that `--benchmark-compare` never sees."""
     with _locked(folder / NUMBER_LOCK):
-        target = folder / f"{next_number(folder):04d}_{name}.json"
+        number = next_number(folder)
+        if number > LAST_NUMBER:
+            raise pytest.UsageError(
+                f"--benchmark-storage {folder}: holds run {number - 1}, and pytest-benchmark numbers runs with four "
+                f"digits (--benchmark-compare sees no run {number}); move the older runs away or save into another "
+                "--benchmark-storage")
+        target = folder / f"{number:04d}_{name}.json"
         return target, Journal.create(journal_path(target), header, notes)
 
 
