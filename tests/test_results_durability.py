@@ -49,6 +49,7 @@ from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
     ProcessRun,
+    bench_args,
     run_command,
     run_pytest,
     run_reports_in_process,
@@ -328,6 +329,26 @@ def test_processes_claiming_run_numbers_at_once_get_one_each(tmp_path):
 
 
 # targets
+
+@pytest.mark.slow
+def test_an_output_folder_deleted_during_the_run_loses_no_case_and_the_message_says_where_they_are(tmp_path):
+    """The --benchmark-json folder, the journal with it, removed while the run measures: the cases are written
+    beside where pytest was started, and the error names that file (not the deleted journal)."""
+    out, started = tmp_path / "out" / "run.json", tmp_path / "started"
+    out.parent.mkdir()
+    started.mkdir()
+    proc = start_pytest(*bench_args(str(ROOT / "bench" / "test_matmul.py"), "--bench-profile", "quick", "-k",
+                                    "square and float32", json_path=out), cwd=started)
+    _wait_for_lines(proc, Path(f"{out}.journal"), 2)
+    shutil.rmtree(out.parent)
+    log = proc.communicate(timeout=300)[0]
+    assert proc.returncode == pytest.ExitCode.INTERNAL_ERROR and "Traceback" not in log, log[-3000:]
+    (rescued,) = started.glob("run.rescued-*.json")
+    assert f"error: cannot write {out} (No such file or directory); the results are in {rescued}" in log, log[-3000:]
+    passed = int(re.search(r"(\d+) passed", log).group(1))
+    assert len(json.loads(rescued.read_text())["benchmarks"]) == passed >= 1
+    assert run_reports_in_process("table", str(rescued)).returncode == 0
+
 
 def test_a_symlinked_target_is_followed_and_special_files_are_refused(tmp_path):
     real = tmp_path / "real.json"

@@ -144,10 +144,14 @@ class Journal:
         self.size += len(data)
         self.cases += 1
 
+    def present(self) -> bool:
+        """Whether the file at `path` is still this journal (not deleted with its folder, nor replaced)."""
+        return _same_file(self._fd, self.path)
+
     def close(self, remove: bool) -> None:
         """Let the journal go; removed once the results file holds everything it did."""
-        if remove:
-            self.path.unlink(missing_ok=True)
+        if remove and self.present():
+            self.path.unlink()
         os.close(self._fd)
 
 

@@ -22,8 +22,11 @@ cases were all unsupported writes no file at all. This writer takes the file out
 - the final file is written to a temporary name, fsync'ed and renamed over the target, so no reader ever sees
   half a file; it holds the finished cases (and those measured only in earlier rounds), and a run that did not
   finish every selected case carries `incomplete: true` and `incomplete_reason` at its top level. Then the
-  journal is removed. A run that finished no case (`--collect-only` writes nothing at all, a `-k` that selects
-  nothing, a stop before the first case) replaces no file: an existing results file is left as it was.
+  journal is removed. When no target takes the file (its folder was deleted during the run, the journal with
+  it), it is written beside where pytest was started (else in the temporary folder) as
+  `NAME.rescued-<time>-<pid>.json`, and the message says so. A run that finished no case (`--collect-only`
+  writes nothing at all, a `-k` that selects nothing, a stop before the first case) replaces no file: an
+  existing results file is left as it was.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import os
 import re
 import signal
 import stat
+import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -237,7 +241,10 @@ class ResultsWriter:
         if self.journal is None:
             return
         with blocked_signals():  # a second Ctrl-C or SIGTERM waits until the file is whole
-            written, failed = self._write(self._output(session, exitstatus))
+            output = self._output(session, exitstatus)
+            written, failed = self._write(output)
+            if failed and not written and (rescued := rescue(failed[0][0], dumps(output))) is not None:
+                written.append(rescued)
             for target, why in failed:
                 where = f"the results are in {written[0]}" if written else self._journal_holds()
                 print(f"\nerror: cannot write {target} ({why}); {where}")
@@ -299,7 +306,10 @@ class ResultsWriter:
         self.journaled.add(nodeid)
 
     def _journal_holds(self) -> str:
-        """What the journal holds, said truly (a full disk may have kept the last cases out of it)."""
+        """What the journal holds, said truly (a full disk may have kept the last cases out of it; its folder may
+        have been deleted with it)."""
+        if not self.journal.present():
+            return f"its journal {self.journal.path} was deleted during the run too: the cases are lost"
         held, kept = len(self.journaled), len(self.finished | set(self.partial))
         which = f"the {_cases(held)}" if held == kept else f"{held} of the {_cases(kept)}"
         return f"{which} {'is' if held == 1 else 'are'} in {self.journal.path}, which `python -m reports` reads"
@@ -377,6 +387,21 @@ class ResultsWriter:
         for signum, handler in self._old_handlers.items():
             signal.signal(signum, handler)
         self._old_handlers.clear()
+
+
+def rescue(target: Path, text: str) -> Path | None:
+    """Where the results go when no target took them (its folder deleted during the run, say): a new file named
+    for the target, in the folder pytest was started from, else in the temporary folder; None when neither takes
+    it (the journal's message is then the last word)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        path = folder / f"{target.stem[:100]}.rescued-{stamp}-{os.getpid()}{target.suffix}"
+        try:
+            write_atomically(path, text)
+        except OSError:
+            continue
+        return path
+    return None
 
 
 def _cases(count: int) -> str:
