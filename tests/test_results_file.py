@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from suites.harness.results import write_atomically
+from suites.harness.results import REGRESSED, write_atomically
 from tests.resultfiles import RUN_A
-from tests.runs import ROOT, bench_args, run_pytest, run_pytest_in_process, run_reports_in_process, start_pytest
+from tests.runs import (
+    ROOT,
+    ProcessRun,
+    bench_args,
+    run_pytest,
+    run_pytest_in_process,
+    run_python,
+    run_reports_in_process,
+    start_pytest,
+)
 
 
 def _quick(*args: str) -> list[str]:
@@ -120,3 +130,38 @@ def test_an_atomic_write_leaves_the_old_file_or_the_new_one(tmp_path):
     with pytest.raises(OSError):
         write_atomically(tmp_path / "missing" / "run.json", "x")
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+PAUSED_BENCH = '''
+import time
+from pathlib import Path
+
+
+def test_pause(device_bench):
+    pause = float((Path(__file__).parent / "pause_s").read_text())
+    device_bench(lambda: time.sleep(pause))
+'''
+
+
+def _guest_run(repo: Path, *args: str) -> ProcessRun:
+    """pytest in a small repository of a user's tests, with this checkout's plugin (and no PYTEST_ variables)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(ROOT)}
+    return run_python("-m", "pytest", "-p", "no:cacheprovider", *args, cwd=repo, env=env, inherit_env=False)
+
+
+@pytest.mark.slow
+def test_compare_fail_fails_every_run_after_a_regression_until_it_is_gone(tmp_path):
+    """`--benchmark-only` autosaves a device_bench run on its own; a run whose --benchmark-compare-fail failed must
+    not become the baseline of the next, which would then pass (exit 1, then 0)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_paused.py").write_text(PAUSED_BENCH)
+    compare = ["--benchmark-only", "--benchmark-compare", "--benchmark-compare-fail=median:100%"]
+    exits = []
+    for pause_s, args in (("0.001", ["--benchmark-only"]), ("0.005", compare), ("0.005", compare),
+                          ("0.001", compare)):
+        (repo / "pause_s").write_text(pause_s)
+        exits.append(_guest_run(repo, *args).returncode)  # pytest-benchmark's PerformanceRegression: exit 1
+    assert exits == [0, 1, 1, 0], exits
+    saved = sorted(p.name.split("_")[0] for p in (repo / ".benchmarks").rglob("*.json"))
+    assert saved == ["0001", "0002", f"{REGRESSED}0002", f"{REGRESSED}0002"]

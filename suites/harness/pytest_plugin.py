@@ -101,7 +101,8 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     the next comparison. Under torchrun only rank 0 writes. Otherwise the results writer (suites/harness/results.py)
     takes the file outputs over from pytest-benchmark, with the raw samples (`compare` decides from them); a
     `--benchmark-only` run with no output chosen is autosaved into .benchmarks/ under pytest-benchmark's tag of
-    the commit, date and dirty flag, so that no run ends with its numbers only on the screen.
+    the commit, date and dirty flag, so that no run ends with its numbers only on the screen (one whose
+    `--benchmark-compare-fail` fails is kept outside the numbered runs, so it never becomes the next baseline).
     """
     from suites.harness import distributed, results
 
@@ -111,10 +112,11 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     if shared.world is not None and shared.world.rank != 0:
         distributed.quiet_other_ranks(bench, shared.world)
         return
-    if bench.only and not (bench.json or bench.save or bench.autosave):
+    implicit_save = bench.only and not (bench.json or bench.save or bench.autosave)
+    if implicit_save:
         bench.autosave = True
     bench.save_data = True  # for a storage the writer leaves to pytest-benchmark (elasticsearch)
-    results.take_over(session, bench, shared.not_measured)
+    results.take_over(session, bench, shared.not_measured, implicit_save)
 
 
 def start_progress(session: pytest.Session, bench: object, shared: BenchSession) -> None:

@@ -54,6 +54,7 @@ from suites.harness.journal import Journal, JournalBusy, fsync_dir
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
+REGRESSED = "regressed-"  # the prefix of an autosaved run whose comparison failed (ResultsWriter)
 LAST_NUMBER = 9999  # pytest-benchmark's four digits: its save and its --benchmark-compare stop there
 SPECIAL_FILES = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a named pipe",
                  stat.S_ISSOCK: "a socket"}
@@ -180,10 +181,11 @@ class ResultsWriter:
     finish."""
 
     def __init__(self, config: pytest.Config, json_path: Path | None, save_name: str | None,
-                 not_measured: list[dict]) -> None:
+                 not_measured: list[dict], implicit_save: bool = False) -> None:
         self.config = config
         self.json_path = json_path
         self.save_name = save_name
+        self.implicit_save = implicit_save  # the storage's run is the plugin's autosave, not asked for
         self.not_measured = not_measured  # the session's list, appended to as cases end
         self.targets: list[Path] = []  # the storage's file first, then --benchmark-json's (resolved)
         self.json_target: Path | None = None
@@ -242,6 +244,7 @@ class ResultsWriter:
             return
         with blocked_signals():  # a second Ctrl-C or SIGTERM waits until the file is whole
             output = self._output(session, exitstatus)
+            self._set_aside_a_regression()
             written, failed = self._write(output)
             if failed and not written and (rescued := rescue(failed[0][0], dumps(output))) is not None:
                 written.append(rescued)
@@ -304,6 +307,20 @@ class ResultsWriter:
                                            f"it holds the {_cases(len(self.journaled))} before this one")
             return
         self.journaled.add(nodeid)
+
+    def _set_aside_a_regression(self) -> None:
+        """A run the plugin autosaved on its own whose `--benchmark-compare-fail` failed is stored as
+        `regressed-NNNN_NAME.json`, a name pytest-benchmark's `--benchmark-compare` never picks: the next run
+        compares against the run before it again and fails too, until the regression is gone (pytest-benchmark
+        saves no run it was not asked to, so its comparisons keep their baseline the same way). A save the user
+        asked for (`--benchmark-save`, `--benchmark-autosave`) is numbered, as pytest-benchmark numbers it."""
+        regressions = getattr(self.config._benchmarksession, "performance_regressions", None)
+        if not (self.implicit_save and regressions and self.save_name is not None):
+            return
+        numbered = self.targets[0]
+        self.targets[0] = numbered.with_name(f"{REGRESSED}{numbered.name}")
+        print(f"\nresults: the comparison failed, so this run is kept as {self.targets[0].name}, outside the "
+              f"numbered runs: the next --benchmark-compare compares against the run before it again")
 
     def _journal_holds(self) -> str:
         """What the journal holds, said truly (a full disk may have kept the last cases out of it; its folder may
@@ -437,7 +454,7 @@ def drop_json(bench: object) -> Path | None:
     return Path(value)
 
 
-def take_over(session: pytest.Session, bench: object, not_measured: list[dict]) -> None:
+def take_over(session: pytest.Session, bench: object, not_measured: list[dict], implicit_save: bool = False) -> None:
     """Take the file outputs from pytest-benchmark's session `bench` and start the writer, once collection has
     shown that the run measures the suite's cases (suites/harness/pytest_plugin.py decides when).
 
@@ -450,7 +467,7 @@ def take_over(session: pytest.Session, bench: object, not_measured: list[dict]) 
     if "://" not in storage or storage.startswith("file://"):
         save_name = bench.save or _autosave_name(bench.autosave)
         bench.save = bench.autosave = None
-    writer = ResultsWriter(config, json_path, save_name, not_measured)
+    writer = ResultsWriter(config, json_path, save_name, not_measured, implicit_save)
     writer.start(session, sum(is_case(item) for item in session.items))  # a usage error: nothing registered
     config.pluginmanager.register(writer, "bench-results")
 
