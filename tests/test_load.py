@@ -261,3 +261,26 @@ def test_a_journal_gives_each_case_from_its_last_line_and_leaves_out_a_cut_one(t
     assert frame["incomplete_reason"].notna().all() and frame["device"].iloc[0].startswith("AMD EPYC")
     err = capsys.readouterr().err
     assert "duplicate" not in err and f"{journal}: not valid JSON" in err and "(line 5); left out" in err
+
+
+@pytest.mark.parametrize("name, change, said", [
+    ("run.json", lambda d: d.update(schema_version=2), "schema_version 2 is newer than this reader's 1"),
+    ("run.json.journal", lambda header: header.update(journal=99), "journal 99 is newer than this reader's 2"),
+], ids=["results", "journal"])
+def test_a_file_of_a_newer_version_is_refused_in_one_line_naming_it(name, change, said, tmp_path, capsys):
+    """A newer version renamed or changed a field: read as version 1 it would mislead without a word."""
+    data = read(RUN_A)
+    path = tmp_path / name
+    if name.endswith(".journal"):
+        header = {"journal": 2, "schema_version": 1, "machine_info": data["machine_info"]}
+        change(header)
+        path.write_text("".join(json.dumps(line) + "\n" for line in [header, {"benchmarks": data["benchmarks"][0]}]))
+    else:
+        change(data)
+        write(data, path)
+    assert main(["table", str(path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {path}: {said}; read it with a newer version of this project"]
+    shutil.copy(RUN_B, tmp_path / "b.json")  # in a folder: that file skipped with a warning, the others read
+    assert main(["table", str(tmp_path)]) == 0
+    assert f"warning: {path}: {said}" in capsys.readouterr().err

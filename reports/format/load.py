@@ -26,6 +26,7 @@ stderr and the rest is used, so one truncated nightly file does not hide a year 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ from reports.format import fields, strict_json, validate
 from reports.format.errors import InputError
 from reports.format.identity import identity_fields
 from reports.format.jsonstream import JsonStream
+from reports.format.schema import JOURNAL_VERSION, RESULTS_SCHEMA_VERSION
 from reports.format.validate import warn
 
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "machine_id", "group", "name", "fullname", "case",
@@ -149,6 +151,8 @@ class Document:
             if key == strict_json.NONFINITE:
                 self.nonfinite = strict_json.Listed(value)
                 continue
+            if key == "schema_version":
+                check_version(self.path, key, value, RESULTS_SCHEMA_VERSION)
             if not isinstance(value, Iterator):
                 self.top[key] = value
                 continue
@@ -202,6 +206,9 @@ class Document:
             if header is None:
                 if not isinstance(record, dict) or "journal" not in record:
                     raise InputError(f"{self.path}: not a results journal (no header line)")
+                check_version(self.path, "journal", record["journal"], JOURNAL_VERSION)
+                if "schema_version" in record:
+                    check_version(self.path, "schema_version", record["schema_version"], RESULTS_SCHEMA_VERSION)
                 header = record
                 self.top = {key: header[key] for key in ("machine_info", "commit_info", "datetime", "version")
                             if key in header}
@@ -213,6 +220,17 @@ class Document:
                     entry = record[key]
                     name = entry.get("fullname") if isinstance(entry, dict) else None
                     yield number, name if isinstance(name, str) else number, key, entry
+
+
+def check_version(path: Path, field: str, value: Any, newest: int) -> None:
+    """A version this reader knows, else an InputError naming the file and the version: a file of a higher
+    version renamed or changed a field (docs/results.md, "Versioning"), so reading it as an older one would
+    mislead; a value that is no version at all is refused the same way."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{path}: {field} {json.dumps(value)[:40]} is not a version number")
+    if value > newest:
+        raise InputError(f"{path}: {field} {value} is newer than this reader's {newest}; read it with a newer "
+                         "version of this project")
 
 
 def device_name(machine_info: dict) -> str:
