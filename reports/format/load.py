@@ -176,20 +176,26 @@ class Document:
         has a line after each round and its last line is its entry (a later line of the same `fullname` supersedes
         an earlier one: a first reading finds each case's last line, so no entry is held meanwhile). A line cut
         short by the kill is left out with a warning.
+
+        A journal is read while its run may still append to it (`reports table run.json.journal` during the run,
+        advise's progress): only its whole lines count, those ending in a newline; a last line without one is
+        being written (or was cut by a kill) and is not part of the journal yet. The second reading stops where
+        the first did, so both see the same lines however many the run appends meanwhile.
         """
-        last = {case: number for number, case, _, _ in self._journal_lines(stream, quiet=True)}
+        whole = _WholeLines(stream)
+        last = {case: number for number, case, _, _ in self._journal_lines(whole, quiet=True)}
         stream.seek(0)
-        for number, case, key, entry in self._journal_lines(stream, quiet=False):
+        for number, case, key, entry in self._journal_lines(_WholeLines(stream, whole.count), quiet=False):
             if last[case] == number:
                 yield key, entry
         if not self.top:
             raise InputError(f"{self.path}: file is empty")
 
-    def _journal_lines(self, stream: IO[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
+    def _journal_lines(self, lines: Iterator[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
         """(line number, the case's fullname or else the line number, list, entry) of each entry line; the header
         line sets `top`."""
         header = None
-        for number, line in enumerate(stream, start=1):
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
@@ -220,6 +226,21 @@ class Document:
                     entry = record[key]
                     name = entry.get("fullname") if isinstance(entry, dict) else None
                     yield number, name if isinstance(name, str) else number, key, entry
+
+
+class _WholeLines:
+    """The lines of a text stream that end in a newline, at most `limit` of them, counted as they go: a journal's
+    lines as far as its run has written them."""
+
+    def __init__(self, stream: IO[str], limit: int | None = None) -> None:
+        self.stream, self.limit, self.count = stream, limit, 0
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.stream:
+            if (self.limit is not None and self.count >= self.limit) or not line.endswith("\n"):
+                return
+            self.count += 1
+            yield line
 
 
 def check_version(path: Path, field: str, value: Any, newest: int) -> None:
