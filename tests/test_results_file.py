@@ -165,3 +165,34 @@ def test_compare_fail_fails_every_run_after_a_regression_until_it_is_gone(tmp_pa
     assert exits == [0, 1, 1, 0], exits
     saved = sorted(p.name.split("_")[0] for p in (repo / ".benchmarks").rglob("*.json"))
     assert saved == ["0001", "0002", f"{REGRESSED}0002", f"{REGRESSED}0002"]
+
+
+MIXED_BENCH = '''
+def test_plain_sum(benchmark):
+    benchmark(sum, range(1000))
+
+
+def test_device_sum(device_bench):
+    device_bench(lambda: sum(range(1000)))
+'''
+
+
+def _samples_kept(path: Path) -> dict[str, bool]:
+    return {e["name"]: "data" in e["stats"] for e in json.loads(path.read_text())["benchmarks"]}
+
+
+@pytest.mark.slow
+def test_a_plain_benchmark_keeps_its_raw_samples_where_pytest_benchmark_keeps_them(tmp_path):
+    """In a mixed run the device_bench case keeps its samples everywhere (compare decides from them); the plain
+    `benchmark` case keeps them in --benchmark-json, and in the storage only with --benchmark-save-data."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_mixed.py").write_text(MIXED_BENCH)
+    out = tmp_path / "run.json"
+    first = _guest_run(repo, "--benchmark-only", "--benchmark-autosave", f"--benchmark-json={out}")
+    second = _guest_run(repo, "--benchmark-only", "--benchmark-autosave", "--benchmark-save-data")
+    assert first.returncode == second.returncode == 0, first.tail() + second.tail()
+    stored = sorted((repo / ".benchmarks").rglob("*.json"))
+    assert [_samples_kept(p) for p in stored] == [{"test_plain_sum": False, "test_device_sum": True},
+                                                  {"test_plain_sum": True, "test_device_sum": True}]
+    assert _samples_kept(out) == {"test_plain_sum": True, "test_device_sum": True}

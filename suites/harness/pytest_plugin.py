@@ -99,7 +99,8 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     Nothing is written when benchmarks are disabled (`--benchmark-disable`, and pytest-xdist, where pytest-benchmark
     disables them): the cases ran once as smoke tests, and a stored run of those would be an empty baseline for
     the next comparison. Under torchrun only rank 0 writes. Otherwise the results writer (suites/harness/results.py)
-    takes the file outputs over from pytest-benchmark, with the raw samples (`compare` decides from them); a
+    takes the file outputs over from pytest-benchmark, with the raw samples of the suite's cases (`compare`
+    decides from them; plain `benchmark` tests keep pytest-benchmark's rule for theirs); a
     `--benchmark-only` run with no output chosen is autosaved into .benchmarks/ under pytest-benchmark's tag of
     the commit, date and dirty flag, so that no run ends with its numbers only on the screen (one whose
     `--benchmark-compare-fail` fails is kept outside the numbered runs, so it never becomes the next baseline).
@@ -116,7 +117,8 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     if implicit_save:
         bench.autosave = True
     bench.save_data = True  # for a storage the writer leaves to pytest-benchmark (elasticsearch)
-    results.take_over(session, bench, shared.not_measured, implicit_save)
+    results.take_over(session, bench, shared.not_measured, implicit_save,
+                      frozenset(item.nodeid for item in session.items if uses_suite(item)))
 
 
 def start_progress(session: pytest.Session, bench: object, shared: BenchSession) -> None:

@@ -181,11 +181,13 @@ class ResultsWriter:
     finish."""
 
     def __init__(self, config: pytest.Config, json_path: Path | None, save_name: str | None,
-                 not_measured: list[dict], implicit_save: bool = False) -> None:
+                 not_measured: list[dict], implicit_save: bool = False, suite_cases: frozenset[str] = frozenset()
+                 ) -> None:
         self.config = config
         self.json_path = json_path
         self.save_name = save_name
         self.implicit_save = implicit_save  # the storage's run is the plugin's autosave, not asked for
+        self.suite_cases = suite_cases  # the nodeids of the tests using the suite's fixtures (not plain benchmark)
         self.not_measured = not_measured  # the session's list, appended to as cases end
         self.targets: list[Path] = []  # the storage's file first, then --benchmark-json's (resolved)
         self.json_target: Path | None = None
@@ -289,7 +291,8 @@ class ResultsWriter:
             fixture = item.funcargs.get("benchmark")
             stats = getattr(fixture, "stats", None)
             if stats is not None and not fixture.has_error:
-                self._journal(item.nodeid, {"benchmarks": stats.as_dict(include_data=True)})
+                samples = item.nodeid in self.suite_cases or self.json_target is not None or self._save_data()
+                self._journal(item.nodeid, {"benchmarks": stats.as_dict(include_data=samples)})
             for entry in self.not_measured[self._journaled_not_measured:]:
                 self._journal(str(entry.get("fullname")), {"not_measured": entry})
             self._journaled_not_measured = len(self.not_measured)
@@ -334,7 +337,6 @@ class ResultsWriter:
     def _write(self, output: dict) -> tuple[list[Path], list[tuple[Path, str]]]:
         """The final file at every target: the targets written, and those that failed with why. A run that kept
         no case replaces no file and leaves no empty run in the storage; a new --benchmark-json file says why."""
-        text = dumps(output)
         written: list[Path] = []
         failed: list[tuple[Path, str]] = []
         kept = output["benchmarks"] or output["not_measured"]  # a skipped test finished, yet recorded nothing
@@ -344,7 +346,7 @@ class ResultsWriter:
                     print(f"\nresults: no case measured or recorded; {target} left as it was")
                 continue
             try:
-                write_atomically(target, text)
+                write_atomically(target, dumps(self._document(output, target)))
             except OSError as exc:
                 failed.append((target, exc.strerror or str(exc)))
                 continue
@@ -353,6 +355,22 @@ class ResultsWriter:
             print(f"\n{saved} benchmark data in: {target}" + (f" (incomplete: {output['incomplete_reason']})"
                                                              if output.get("incomplete") else ""))
         return written, failed
+
+    def _save_data(self) -> bool:
+        """`--benchmark-save-data`, as the user gave it (the plugin sets pytest-benchmark's own copy for the
+        storages it leaves to pytest-benchmark)."""
+        return bool(self.config.getoption("benchmark_save_data", False))
+
+    def _document(self, output: dict, target: Path) -> dict:
+        """The file for one target. The suite's entries keep their raw samples everywhere (`compare` decides from
+        them); pytest-benchmark's own (a plain `benchmark` test) follow its rule: kept in `--benchmark-json`, and
+        in a storage only with `--benchmark-save-data` (one `sum` of 127,033 rounds made a 5.4 MB file)."""
+        if target == self.json_target or self._save_data():
+            return output
+        plain = [{**entry, "stats": {k: v for k, v in entry["stats"].items() if k != "data"}}
+                 if entry.get("fullname") not in self.suite_cases and isinstance(entry.get("stats"), dict) else entry
+                 for entry in output["benchmarks"]]
+        return {**output, "benchmarks": plain}
 
     def _output(self, session: pytest.Session, exitstatus: int) -> dict:
         """pytest-benchmark's JSON of the finished cases (and of those cut short after earlier rounds), with our
@@ -454,9 +472,10 @@ def drop_json(bench: object) -> Path | None:
     return Path(value)
 
 
-def take_over(session: pytest.Session, bench: object, not_measured: list[dict], implicit_save: bool = False) -> None:
+def take_over(session: pytest.Session, bench: object, not_measured: list[dict], implicit_save: bool = False,
+              suite_cases: frozenset[str] = frozenset()) -> None:
     """Take the file outputs from pytest-benchmark's session `bench` and start the writer, once collection has
-    shown that the run measures the suite's cases (suites/harness/pytest_plugin.py decides when).
+    shown that the run measures the suite's cases, `suite_cases` (suites/harness/pytest_plugin.py decides when).
 
     A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
     """
@@ -467,7 +486,7 @@ def take_over(session: pytest.Session, bench: object, not_measured: list[dict], 
     if "://" not in storage or storage.startswith("file://"):
         save_name = bench.save or _autosave_name(bench.autosave)
         bench.save = bench.autosave = None
-    writer = ResultsWriter(config, json_path, save_name, not_measured, implicit_save)
+    writer = ResultsWriter(config, json_path, save_name, not_measured, implicit_save, suite_cases)
     writer.start(session, sum(is_case(item) for item in session.items))  # a usage error: nothing registered
     config.pluginmanager.register(writer, "bench-results")
 
