@@ -196,3 +196,52 @@ def test_a_plain_benchmark_keeps_its_raw_samples_where_pytest_benchmark_keeps_th
     assert [_samples_kept(p) for p in stored] == [{"test_plain_sum": False, "test_device_sum": True},
                                                   {"test_plain_sum": True, "test_device_sum": True}]
     assert _samples_kept(out) == {"test_plain_sum": True, "test_device_sum": True}
+
+
+THREADS_BENCH = '''
+from pathlib import Path
+
+import torch
+
+
+def _work():
+    return sum(range(1000))
+
+
+def test_a_before(device_bench):
+    (Path(__file__).parent / "started_with").write_text(str(torch.get_num_threads()))
+    device_bench(_work)
+
+
+def test_b_changes_threads(device_bench):
+    torch.set_num_threads(1 if torch.get_num_threads() != 1 else 2)
+    device_bench(_work)
+
+
+def test_c_after(device_bench):
+    device_bench(_work)
+
+
+def test_d_plain(benchmark):
+    benchmark(_work)
+'''
+
+
+@pytest.mark.slow
+def test_a_test_that_changes_torchs_threads_relabels_only_the_cases_it_measured(tmp_path):
+    """`torch.set_num_threads(1)` in one test relabelled the whole run "(1 thread)", the cases measured with 2
+    threads included: the run keeps the count it started with, each case measured with another count says so."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_threads.py").write_text(THREADS_BENCH)
+    out = tmp_path / "run.json"
+    proc = _guest_run(repo, "--benchmark-only", f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.tail()
+    started = int((repo / "started_with").read_text())
+    changed = 1 if started != 1 else 2
+    data = json.loads(out.read_text())
+    assert data["machine_info"]["cpu_info"]["torch_threads"] == started
+    assert data["machine_info"]["identity"]["machine"].endswith(f"({started} thread{'s' if started != 1 else ''})")
+    marked = {e["name"]: e["extra_info"].get("torch_threads") for e in data["benchmarks"]}
+    assert marked == {"test_a_before": None, "test_b_changes_threads": changed, "test_c_after": changed,
+                      "test_d_plain": changed}

@@ -171,6 +171,19 @@ def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
     return found
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A plain `benchmark` test of a run that uses the suite, measured with another thread count than the run's
+    (it called torch.set_num_threads), says so in its extra_info as the suite's cases do (bench_session.run)."""
+    yield
+    shared = active_session(item.config)
+    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    if shared is not None and fixture is not None and not uses_suite(item):
+        from suites.harness import bench_session
+
+        bench_session.mark_threads(shared, fixture.extra_info)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's own pass, which is the last round
 def pytest_runtestloop(session: pytest.Session) -> None:
     """With --bench-rounds N, N-1 rounds of every selected case before pytest's own pass, which is the last."""
@@ -243,7 +256,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     from suites.harness import distributed
     from suites.observers import telemetry
 
-    machine_info.update(devices.machine_info(shared.device))
+    machine_info.update(devices.machine_info(shared.device, shared.torch_threads))
     machine_info["telemetry"] = telemetry.machine_info(shared.extensions)
     if (found := shared.achievable_info()) is not None:
         machine_info["achievable"] = found
