@@ -153,17 +153,22 @@ def test_a_disk_that_fills_mid_run_stops_it_with_the_journal_whole_and_the_messa
     assert _journal_cases(aside[0]) == cases and json.loads(out.read_text())["benchmarks"]
 
 
-def _limit_file_size() -> None:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
+def _ignore_sigxfsz() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rounds", [[], ["--bench-rounds", "3"]], ids=["one-round", "in-earlier-rounds"])
 def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(rounds, tmp_path):
-    """RLIMIT_FSIZE refuses the write that crosses 8 KiB part way, as a full disk does: no root needed."""
+    """RLIMIT_FSIZE refuses the write that crosses it part way, as a full disk does: no root needed. The limit is
+    set on the running process (prlimit) once its journal holds a case, 64 bytes past the journal's end, so the
+    next line crosses it however many samples each case took (a fixed 8 KiB from the start was sometimes outgrown
+    by the header and the first case under load, and the run stopped before journaling any)."""
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_limit_file_size)
+    proc = _popen("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_ignore_sigxfsz)
+    _wait_for_lines(proc, journal, 2)  # header + one case
+    limit = journal.stat().st_size + 64
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
     log = proc.communicate(timeout=300)[0]
     _assert_stopped_cleanly(proc, log, journal, "File too large")
 

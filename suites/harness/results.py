@@ -22,8 +22,8 @@ cases were all unsupported writes no file at all. This writer takes the file out
 - the final file is written to a temporary name, fsync'ed and renamed over the target, so no reader ever sees
   half a file; it holds the finished cases (and those measured only in earlier rounds), and a run that did not
   finish every selected case carries `incomplete: true` and `incomplete_reason` at its top level. Then the
-  journal is removed. When no target takes the file (its folder was deleted during the run, the journal with
-  it), it is written beside where pytest was started (else in the temporary folder) as
+  journal is removed. When no target takes the file and the journal is gone too (its folder was deleted during
+  the run), the file is written beside where pytest was started (else in the temporary folder) as
   `NAME.rescued-<time>-<pid>.json`, and the message says so. A run that finished no case (`--collect-only`
   writes nothing at all, a `-k` that selects nothing, a stop before the first case) replaces no file: an
   existing results file is left as it was.
@@ -248,7 +248,8 @@ class ResultsWriter:
             output = self._output(session, exitstatus)
             self._set_aside_a_regression()
             written, failed = self._write(output)
-            if failed and not written and (rescued := rescue(failed[0][0], dumps(output))) is not None:
+            lost = failed and not written and not self.journal.present()  # its folder deleted, say
+            if lost and (rescued := rescue(failed[0][0], dumps(output))) is not None:
                 written.append(rescued)
             for target, why in failed:
                 where = f"the results are in {written[0]}" if written else self._journal_holds()
