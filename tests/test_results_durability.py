@@ -6,7 +6,8 @@ that measure nothing, the nightly workflow's own shell after an OOM-style kill.
 The writer's side of the project's hostile corpus (the reports' side is tests/hostile.py), input -> outcome:
 
 - disk fills while the journal is written (tmpfs) -> run stops, journal whole, message true, exit != 0
-- file size limit reached mid-run, in pytest's pass or in earlier rounds (RLIMIT_FSIZE) -> the same
+- file size limit reached mid-run, in pytest's pass or in earlier rounds (RLIMIT_FSIZE, set once the journal
+  holds a case) -> the same
 - disk full at the start -> usage error in one line, no journal left; the next run works
 - journal left empty, or with a header only, by an earlier run -> replaced with a note
 - journal of a SIGKILL'd --benchmark-json run -> moved aside with a note, still read by reports
@@ -14,6 +15,8 @@ The writer's side of the project's hostile corpus (the reports' side is tests/ho
 - journal of a run that is still going -> refused, naming its pid and host
 - --collect-only, or a -k that selects nothing, over an existing --benchmark-json -> the file left as it was
 - a -k that selects nothing, new --benchmark-json -> no file (the suite is not in use; pytest exits 5)
+- the --benchmark-json folder deleted mid-run, its journal with it -> the file written where pytest was started,
+  the error names it
 - --benchmark-json a symlink -> the file it names replaced, the link stays; a symlink loop -> usage error
 - --benchmark-json /dev/null (a character device), a named pipe -> usage error, nothing touched or blocked
 - --benchmark-json of a 245-byte name -> written (no helper name longer than the journal's)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -174,8 +174,8 @@ class Document:
 
         The header line holds the run's machine and commit; each other line one case. A case measured in rounds
         has a line after each round and its last line is its entry (a later line of the same `fullname` supersedes
-        an earlier one: a first reading finds each case's last line, so no entry is held meanwhile). A line cut
-        short by the kill is left out with a warning.
+        an earlier one: a first reading finds each case's last line, so no entry is held meanwhile). A whole line
+        that is not JSON is left out with a warning.
 
         A journal is read while its run may still append to it (`reports table run.json.journal` during the run,
         advise's progress): only its whole lines count, those ending in a newline; a last line without one is
@@ -191,7 +191,7 @@ class Document:
         if not self.top:
             raise InputError(f"{self.path}: file is empty")
 
-    def _journal_lines(self, lines: Iterator[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
+    def _journal_lines(self, lines: Iterable[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
         """(line number, the case's fullname or else the line number, list, entry) of each entry line; the header
         line sets `top`."""
         header = None
