@@ -82,6 +82,19 @@ def _raw(text: bytes | str, name: str = "run.json") -> Writer:
     return write
 
 
+def _journal(**header: object) -> Writer:
+    """The small run as the journal of a killed run, its header line changed."""
+    def write(folder: Path) -> Path:
+        data = small_run()
+        first = {"journal": 2, "schema_version": 1, **{k: data[k] for k in ("machine_info", "commit_info",
+                                                                          "datetime", "version")}, **header}
+        lines = [first, *({"benchmarks": entry} for entry in data["benchmarks"])]
+        path = folder / "run.json.journal"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return path
+    return write
+
+
 def _folder_named_json(folder: Path) -> Path:
     (folder / "run.json").mkdir()
     return folder / "run.json"
@@ -206,6 +219,11 @@ RESULTS: dict[str, Writer] = {
     "commit_info_string": _top(lambda d: d.update(commit_info="abc")),
     "datetime_garbage": _top(lambda d: d.update(datetime="yesterday")),
     "unknown_top_level": _top(lambda d: d.update(surprise=1)),
+    # versions this reader does not know: a newer schema renamed or changed what it would read
+    "schema_version_2": _top(lambda d: d.update(schema_version=2)),
+    "schema_version_text": _top(lambda d: d.update(schema_version="1")),
+    "journal_version_99": _journal(journal=99),
+    "journal_schema_version_2": _journal(schema_version=2),
     "duplicate_case": _top(lambda d: d["benchmarks"].append(copy.deepcopy(d["benchmarks"][0]))),
     "entries_without_names": _top(lambda d: d["benchmarks"].extend([{}, 3, None])),
     "attention_seq_text": _top(_attention_with_text_seq),
@@ -261,7 +279,8 @@ RESULTS: dict[str, Writer] = {
 # The file cannot be used: exit 2 with one line naming it; inside a folder, skipped with a warning.
 REFUSED = {"empty", "whitespace", "truncated", "binary_garbage", "gzip", "utf16", "top_level_list",
            "benchmarks_not_a_list", "nested_100000_deep", "nested_900_deep", "fifo", "link_to_dev_zero",
-           "folder_named_json"}
+           "folder_named_json", "schema_version_2", "schema_version_text", "journal_version_99",
+           "journal_schema_version_2"}
 # Items whose first case's median cannot be right, or whose statistics contradict each other: never shown as a
 # time, listed as invalid.
 INVALID_MEDIAN = {"int_of_5000_digits", "int_of_400_digits", "median_zero", "median_negative", "median_nan",

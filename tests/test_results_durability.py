@@ -6,7 +6,8 @@ that measure nothing, the nightly workflow's own shell after an OOM-style kill.
 The writer's side of the project's hostile corpus (the reports' side is tests/hostile.py), input -> outcome:
 
 - disk fills while the journal is written (tmpfs) -> run stops, journal whole, message true, exit != 0
-- file size limit reached mid-run, in pytest's pass or in earlier rounds (RLIMIT_FSIZE) -> the same
+- file size limit reached mid-run, in pytest's pass or in earlier rounds (RLIMIT_FSIZE, set once the journal
+  holds a case) -> the same
 - disk full at the start -> usage error in one line, no journal left; the next run works
 - journal left empty, or with a header only, by an earlier run -> replaced with a note
 - journal of a SIGKILL'd --benchmark-json run -> moved aside with a note, still read by reports
@@ -14,11 +15,14 @@ The writer's side of the project's hostile corpus (the reports' side is tests/ho
 - journal of a run that is still going -> refused, naming its pid and host
 - --collect-only, or a -k that selects nothing, over an existing --benchmark-json -> the file left as it was
 - a -k that selects nothing, new --benchmark-json -> no file (the suite is not in use; pytest exits 5)
+- the --benchmark-json folder deleted mid-run, its journal with it -> the file written where pytest was started,
+  the error names it
 - --benchmark-json a symlink -> the file it names replaced, the link stays; a symlink loop -> usage error
 - --benchmark-json /dev/null (a character device), a named pipe -> usage error, nothing touched or blocked
 - --benchmark-json of a 245-byte name -> written (no helper name longer than the journal's)
 - SIGTERM during rounds 1-2 of --bench-rounds 3 -> the file keeps every case measured so far, incomplete
 - SIGKILL during rounds 1-2 of --bench-rounds 3 -> the journal keeps every round of every case
+- a storage holding run 9999 (or a 10000_ file) -> usage error naming it, no stored run written over
 - two overlapping runs in one storage; 4 processes claiming 100 numbers at once -> a number each
 - nightly run killed outright (the OOM killer's SIGKILL) -> its journal kept as the history entry
 - a killed run's journal read by `reports table` -> the same device as the finished run's file
@@ -44,10 +48,12 @@ from pytest_benchmark.utils import get_machine_id
 
 from suites.harness import results
 from suites.harness.journal import Journal, JournalBusy
+from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
     ProcessRun,
     environment,
+    bench_args,
     run_command,
     run_pytest,
     run_reports_in_process,
@@ -151,17 +157,22 @@ def test_a_disk_that_fills_mid_run_stops_it_with_the_journal_whole_and_the_messa
     assert _journal_cases(aside[0]) == cases and json.loads(out.read_text())["benchmarks"]
 
 
-def _limit_file_size() -> None:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
+def _ignore_sigxfsz() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rounds", [[], ["--bench-rounds", "3"]], ids=["one-round", "in-earlier-rounds"])
 def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(rounds, tmp_path):
-    """RLIMIT_FSIZE refuses the write that crosses 8 KiB part way, as a full disk does: no root needed."""
+    """RLIMIT_FSIZE refuses the write that crosses it part way, as a full disk does: no root needed. The limit is
+    set on the running process (prlimit) once its journal holds a case, 64 bytes past the journal's end, so the
+    next line crosses it however many samples each case took (a fixed 8 KiB from the start was sometimes outgrown
+    by the header and the first case under load, and the run stopped before journaling any)."""
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_limit_file_size)
+    proc = _popen("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_ignore_sigxfsz)
+    _wait_for_lines(proc, journal, 2)  # header + one case
+    limit = journal.stat().st_size + 64
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
     log = proc.communicate(timeout=300)[0]
     _assert_stopped_cleanly(proc, log, journal, "File too large")
 
@@ -285,6 +296,24 @@ def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_o
     assert table.returncode == 0 and "skipped" not in table.stderr, table.stdout + table.stderr
 
 
+@pytest.mark.parametrize("highest", ["9999_old.json", "10000_older.json"])
+def test_a_storage_whose_run_numbers_are_used_up_is_refused_before_the_first_case(highest, tmp_path):
+    """Past run 9999 (pytest-benchmark's four digits), or with a 10000_ file an older writer left, the run is a
+    usage error that names the storage: no stored run is written over, and nothing is measured to be lost."""
+    storage = tmp_path / "storage"
+    folder = storage / get_machine_id()
+    folder.mkdir(parents=True)
+    stored = {name: shutil.copy(RUN_A, folder / name) for name in ("9999_old.json", highest)}
+    before = {name: Path(path).read_bytes() for name, path in stored.items()}
+    refused = _run("-k", "square and float32", f"--benchmark-storage={storage}", "--benchmark-autosave")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.tail()
+    number = int(highest.split("_")[0])
+    assert f"--benchmark-storage {folder}: holds run {number}, and pytest-benchmark numbers runs with four " \
+        f"digits (--benchmark-compare sees no run {number + 1})" in refused.output, refused.tail()
+    assert "Traceback" not in refused.output and "passed" not in refused.output
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if not p.name.startswith(".")} == before
+
+
 def _storage_file(storage: Path, name: str) -> Path:
     """A file of the storage's machine folder, which pytest-benchmark names for this machine."""
     return storage / get_machine_id() / name
@@ -309,6 +338,26 @@ def test_processes_claiming_run_numbers_at_once_get_one_each(tmp_path):
 
 
 # targets
+
+@pytest.mark.slow
+def test_an_output_folder_deleted_during_the_run_loses_no_case_and_the_message_says_where_they_are(tmp_path):
+    """The --benchmark-json folder, the journal with it, removed while the run measures: the cases are written
+    beside where pytest was started, and the error names that file (not the deleted journal)."""
+    out, started = tmp_path / "out" / "run.json", tmp_path / "started"
+    out.parent.mkdir()
+    started.mkdir()
+    proc = start_pytest(*bench_args(str(ROOT / "bench" / "test_matmul.py"), "--bench-profile", "quick", "-k",
+                                    "square and float32", json_path=out), cwd=started)
+    _wait_for_lines(proc, Path(f"{out}.journal"), 2)
+    shutil.rmtree(out.parent)
+    log = proc.communicate(timeout=300)[0]
+    assert proc.returncode == pytest.ExitCode.INTERNAL_ERROR and "Traceback" not in log, log[-3000:]
+    (rescued,) = started.glob("run.rescued-*.json")
+    assert f"error: cannot write {out} (No such file or directory); the results are in {rescued}" in log, log[-3000:]
+    passed = int(re.search(r"(\d+) passed", log).group(1))
+    assert len(json.loads(rescued.read_text())["benchmarks"]) == passed >= 1
+    assert run_reports_in_process("table", str(rescued)).returncode == 0
+
 
 def test_a_symlinked_target_is_followed_and_special_files_are_refused(tmp_path):
     real = tmp_path / "real.json"

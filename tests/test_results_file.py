@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from suites.harness.results import write_atomically
+from suites.harness.results import REGRESSED, write_atomically
 from tests.resultfiles import RUN_A
-from tests.runs import ROOT, bench_args, run_pytest, run_pytest_in_process, run_reports_in_process, start_pytest
+from tests.runs import (
+    ROOT,
+    ProcessRun,
+    bench_args,
+    run_pytest,
+    run_pytest_in_process,
+    run_python,
+    run_reports_in_process,
+    start_pytest,
+)
 
 
 def _quick(*args: str) -> list[str]:
@@ -120,3 +130,118 @@ def test_an_atomic_write_leaves_the_old_file_or_the_new_one(tmp_path):
     with pytest.raises(OSError):
         write_atomically(tmp_path / "missing" / "run.json", "x")
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+PAUSED_BENCH = '''
+import time
+from pathlib import Path
+
+
+def test_pause(device_bench):
+    pause = float((Path(__file__).parent / "pause_s").read_text())
+    device_bench(lambda: time.sleep(pause))
+'''
+
+
+def _guest_run(repo: Path, *args: str) -> ProcessRun:
+    """pytest in a small repository of a user's tests, with this checkout's plugin (and no PYTEST_ variables)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(ROOT)}
+    return run_python("-m", "pytest", "-p", "no:cacheprovider", *args, cwd=repo, env=env, inherit_env=False)
+
+
+@pytest.mark.slow
+def test_compare_fail_fails_every_run_after_a_regression_until_it_is_gone(tmp_path):
+    """`--benchmark-only` autosaves a device_bench run on its own; a run whose --benchmark-compare-fail failed must
+    not become the baseline of the next, which would then pass (exit 1, then 0)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_paused.py").write_text(PAUSED_BENCH)
+    compare = ["--benchmark-only", "--benchmark-compare", "--benchmark-compare-fail=median:100%"]
+    exits = []
+    for pause_s, args in (("0.001", ["--benchmark-only"]), ("0.005", compare), ("0.005", compare),
+                          ("0.001", compare)):
+        (repo / "pause_s").write_text(pause_s)
+        exits.append(_guest_run(repo, *args).returncode)  # pytest-benchmark's PerformanceRegression: exit 1
+    assert exits == [0, 1, 1, 0], exits
+    saved = sorted(p.name.split("_")[0] for p in (repo / ".benchmarks").rglob("*.json"))
+    assert saved == ["0001", "0002", f"{REGRESSED}0002", f"{REGRESSED}0002"]
+
+
+MIXED_BENCH = '''
+def test_plain_sum(benchmark):
+    benchmark(sum, range(1000))
+
+
+def test_device_sum(device_bench):
+    device_bench(lambda: sum(range(1000)))
+'''
+
+
+def _samples_kept(path: Path) -> dict[str, bool]:
+    return {e["name"]: "data" in e["stats"] for e in json.loads(path.read_text())["benchmarks"]}
+
+
+@pytest.mark.slow
+def test_a_plain_benchmark_keeps_its_raw_samples_where_pytest_benchmark_keeps_them(tmp_path):
+    """In a mixed run the device_bench case keeps its samples everywhere (compare decides from them); the plain
+    `benchmark` case keeps them in --benchmark-json, and in the storage only with --benchmark-save-data."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_mixed.py").write_text(MIXED_BENCH)
+    out = tmp_path / "run.json"
+    first = _guest_run(repo, "--benchmark-only", "--benchmark-autosave", f"--benchmark-json={out}")
+    second = _guest_run(repo, "--benchmark-only", "--benchmark-autosave", "--benchmark-save-data")
+    assert first.returncode == second.returncode == 0, first.tail() + second.tail()
+    stored = sorted((repo / ".benchmarks").rglob("*.json"))
+    assert [_samples_kept(p) for p in stored] == [{"test_plain_sum": False, "test_device_sum": True},
+                                                  {"test_plain_sum": True, "test_device_sum": True}]
+    assert _samples_kept(out) == {"test_plain_sum": True, "test_device_sum": True}
+
+
+THREADS_BENCH = '''
+from pathlib import Path
+
+import torch
+
+
+def _work():
+    return sum(range(1000))
+
+
+def test_a_before(device_bench):
+    (Path(__file__).parent / "started_with").write_text(str(torch.get_num_threads()))
+    device_bench(_work)
+
+
+def test_b_changes_threads(device_bench):
+    torch.set_num_threads(1 if torch.get_num_threads() != 1 else 2)
+    device_bench(_work)
+
+
+def test_c_after(device_bench):
+    device_bench(_work)
+
+
+def test_d_plain(benchmark):
+    benchmark(_work)
+'''
+
+
+@pytest.mark.slow
+def test_a_test_that_changes_torchs_threads_relabels_only_the_cases_it_measured(tmp_path):
+    """`torch.set_num_threads(1)` in one test relabelled the whole run "(1 thread)", the cases measured with 2
+    threads included: the run keeps the count it started with, each case measured with another count says so."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_threads.py").write_text(THREADS_BENCH)
+    out = tmp_path / "run.json"
+    proc = _guest_run(repo, "--benchmark-only", f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.tail()
+    started = int((repo / "started_with").read_text())
+    changed = 1 if started != 1 else 2
+    data = json.loads(out.read_text())
+    assert data["machine_info"]["cpu_info"]["torch_threads"] == started
+    assert data["machine_info"]["identity"]["machine"].endswith(f"({started} thread{'s' if started != 1 else ''})")
+    marked = {e["name"]: e["extra_info"].get("torch_threads") for e in data["benchmarks"]}
+    assert marked == {"test_a_before": None, "test_b_changes_threads": changed, "test_c_after": changed,
+                      "test_d_plain": changed}

@@ -26,6 +26,7 @@ from suites.harness.journal import Journal
 from suites.harness.results import dumps
 from tests.resultfiles import DATA, RUN_A, read
 from tests.runs import run_command
+from tests.test_results_file import _guest_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "results.md"
@@ -189,10 +190,13 @@ def _mutated(change) -> dict:
     (lambda d: d.update(incomplete=True), "incomplete_reason"),
     (lambda d: d.update(schema_version=2), "schema_version"),
     (lambda d: d.update(nonfinite=[{"path": "/x", "value": "inf"}]), "nonfinite"),
+    (lambda d: d["benchmarks"][0]["extra_info"].update(flops=-1.0), "flops"),
+    (lambda d: d["benchmarks"][0]["extra_info"].update(flops=None), "flops"),  # how NaN would be written
+    (lambda d: d["benchmarks"][0]["extra_info"].update(bytes="1e9"), "bytes"),
     (lambda d: d["not_measured"][0]["extra_info"].pop("reason"), "reason"),
     (lambda d: d["machine_info"].update(torch={"version": "2.13", "build": "tpu"}), "build"),
 ], ids=["status", "stop_reason", "timer", "converged", "pct_achievable", "stats", "incomplete", "version",
-        "nonfinite", "reason", "torch.build"])
+        "nonfinite", "flops_negative", "flops_nan", "bytes_text", "reason", "torch.build"])
 def test_the_schema_rejects_what_this_suite_never_writes(change, where):
     found = errors(_mutated(change))
     assert found and any(where in e for e in found), found
@@ -318,3 +322,32 @@ def test_node_rejects_what_pythons_json_writes_by_default(tmp_path):
     path = tmp_path / "bare.json"
     path.write_text(json.dumps({"rel_iqr": math.inf}))
     assert len(node_parses([path])) == 1
+
+
+PARAMETRIZED_BENCH = """
+import pytest
+
+
+@pytest.mark.parametrize("shape", [(2, 3), [4]])
+@pytest.mark.parametrize("options", [{"fused": True, "sizes": [1, 2]}, None])
+def test_params(device_bench, shape, options):
+    device_bench(lambda: sum(range(10)), flops=10)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_of_ordinary_parametrize_params_follows_the_schema(tmp_path):
+    """pytest's parametrize takes any value: tuples, lists and dicts become JSON lists and objects in `params`,
+    which the schema must accept (it rejected them), and the reports read."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_params.py").write_text(PARAMETRIZED_BENCH)
+    out = tmp_path / "run.json"
+    proc = _guest_run(repo, "--benchmark-only", "--bench-profile", "quick", f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.tail()
+    document = strict(out.read_text())
+    assert {json.dumps(e["params"], sort_keys=True) for e in document["benchmarks"]} == {
+        json.dumps({"shape": shape, "options": options}, sort_keys=True)
+        for shape in ([2, 3], [4]) for options in ({"fused": True, "sizes": [1, 2]}, None)}
+    assert errors(document) == []
+    assert main(["table", str(out)]) == 0

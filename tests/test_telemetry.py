@@ -271,9 +271,13 @@ def test_a_run_records_why_telemetry_is_absent(quick_run):
     assert all("telemetry" not in b["extra_info"] for b in run["benchmarks"])
 
 
-def test_negative_interval_is_a_usage_error():
-    proc = run_pytest_in_process("bench/test_matmul.py", "--bench-telemetry-interval-ms", "-5", "--collect-only")
-    assert proc.returncode == 4 and "--bench-telemetry-interval-ms -5" in proc.stderr
+@pytest.mark.parametrize("interval", ["-5", "1e308", "1e-300", "0.5", "60001", "nan", "inf"])
+def test_an_interval_out_of_the_samplers_bounds_is_a_usage_error_in_one_line(interval):
+    """1e308 overflowed the sampler thread's wait (the thread died), 1e-300 made it a busy loop."""
+    proc = run_pytest_in_process("bench/test_matmul.py", "--bench-telemetry-interval-ms", interval, "--collect-only")
+    assert proc.returncode == 4, proc.tail()
+    line = f"--bench-telemetry-interval-ms {float(interval):g}: expected 0 (off) or 1 to 60000 ms"
+    assert line in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.gpu

@@ -240,6 +240,8 @@ ENTRY: dict[str, Field] = {
     "extra_info.rel_iqr": Field(RATIO, "rel_iqr", "the spread of the samples"),
     "extra_info.error_rel": Field(RATIO, "error_rel", "the error against float64"),
     "extra_info.world_size": Field(COUNT, "world_size", "ranks of a collective"),
+    "extra_info.torch_threads": Field(COUNT, "torch_threads", "a case measured with another thread count than "
+                                      "its run's (the run's is machine_info.cpu_info.torch_threads)"),
     "extra_info.max_batch": Field(COUNT, "max_batch", "the largest batch that fits"),
     "extra_info.round_medians_s": Field(TIMES, "round_medians_s", "each round's median: run-to-run noise"),
     "extra_info.telemetry": Field(OBJECT, None, "NVML telemetry during the measurement"),

@@ -26,8 +26,9 @@ stderr and the rest is used, so one truncated nightly file does not hide a year 
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,6 +38,7 @@ from reports.format import fields, strict_json, validate
 from reports.format.errors import InputError
 from reports.format.identity import identity_fields
 from reports.format.jsonstream import JsonStream
+from reports.format.schema import JOURNAL_VERSION, RESULTS_SCHEMA_VERSION
 from reports.format.validate import warn
 
 RUN_COLUMNS = ["file", "datetime", "commit", "machine", "device", "machine_id", "group", "name", "fullname", "case",
@@ -149,6 +151,8 @@ class Document:
             if key == strict_json.NONFINITE:
                 self.nonfinite = strict_json.Listed(value)
                 continue
+            if key == "schema_version":
+                check_version(self.path, key, value, RESULTS_SCHEMA_VERSION)
             if not isinstance(value, Iterator):
                 self.top[key] = value
                 continue
@@ -170,22 +174,28 @@ class Document:
 
         The header line holds the run's machine and commit; each other line one case. A case measured in rounds
         has a line after each round and its last line is its entry (a later line of the same `fullname` supersedes
-        an earlier one: a first reading finds each case's last line, so no entry is held meanwhile). A line cut
-        short by the kill is left out with a warning.
+        an earlier one: a first reading finds each case's last line, so no entry is held meanwhile). A whole line
+        that is not JSON is left out with a warning.
+
+        A journal is read while its run may still append to it (`reports table run.json.journal` during the run,
+        advise's progress): only its whole lines count, those ending in a newline; a last line without one is
+        being written (or was cut by a kill) and is not part of the journal yet. The second reading stops where
+        the first did, so both see the same lines however many the run appends meanwhile.
         """
-        last = {case: number for number, case, _, _ in self._journal_lines(stream, quiet=True)}
+        whole = _WholeLines(stream)
+        last = {case: number for number, case, _, _ in self._journal_lines(whole, quiet=True)}
         stream.seek(0)
-        for number, case, key, entry in self._journal_lines(stream, quiet=False):
+        for number, case, key, entry in self._journal_lines(_WholeLines(stream, whole.count), quiet=False):
             if last[case] == number:
                 yield key, entry
         if not self.top:
             raise InputError(f"{self.path}: file is empty")
 
-    def _journal_lines(self, stream: IO[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
+    def _journal_lines(self, lines: Iterable[str], quiet: bool) -> Iterator[tuple[int, object, str, Any]]:
         """(line number, the case's fullname or else the line number, list, entry) of each entry line; the header
         line sets `top`."""
         header = None
-        for number, line in enumerate(stream, start=1):
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
@@ -202,6 +212,9 @@ class Document:
             if header is None:
                 if not isinstance(record, dict) or "journal" not in record:
                     raise InputError(f"{self.path}: not a results journal (no header line)")
+                check_version(self.path, "journal", record["journal"], JOURNAL_VERSION)
+                if "schema_version" in record:
+                    check_version(self.path, "schema_version", record["schema_version"], RESULTS_SCHEMA_VERSION)
                 header = record
                 self.top = {key: header[key] for key in ("machine_info", "commit_info", "datetime", "version")
                             if key in header}
@@ -213,6 +226,32 @@ class Document:
                     entry = record[key]
                     name = entry.get("fullname") if isinstance(entry, dict) else None
                     yield number, name if isinstance(name, str) else number, key, entry
+
+
+class _WholeLines:
+    """The lines of a text stream that end in a newline, at most `limit` of them, counted as they go: a journal's
+    lines as far as its run has written them."""
+
+    def __init__(self, stream: IO[str], limit: int | None = None) -> None:
+        self.stream, self.limit, self.count = stream, limit, 0
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.stream:
+            if (self.limit is not None and self.count >= self.limit) or not line.endswith("\n"):
+                return
+            self.count += 1
+            yield line
+
+
+def check_version(path: Path, field: str, value: Any, newest: int) -> None:
+    """A version this reader knows, else an InputError naming the file and the version: a file of a higher
+    version renamed or changed a field (docs/results.md, "Versioning"), so reading it as an older one would
+    mislead; a value that is no version at all is refused the same way."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{path}: {field} {json.dumps(value)[:40]} is not a version number")
+    if value > newest:
+        raise InputError(f"{path}: {field} {value} is newer than this reader's {newest}; read it with a newer "
+                         "version of this project")
 
 
 def device_name(machine_info: dict) -> str:

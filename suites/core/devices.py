@@ -193,14 +193,15 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_info() -> dict:
-    """CPU model, logical cores, cores this process may use, and the threads torch's kernels use."""
+def cpu_info(threads: int | None = None) -> dict:
+    """CPU model, logical cores, cores this process may use, and the threads torch's kernels use (`threads`: the
+    count a run started with, which a test may have changed since; else the count now)."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "model": _cpu_model(),
         "logical_cores": os.cpu_count(),
         "usable_cores": usable,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": threads or torch.get_num_threads(),
         "capability": torch.backends.cpu.get_cpu_capability(),
     }
 
@@ -212,7 +213,7 @@ def torch_info() -> dict:
             "git": torch.version.git_version, "debug": torch.version.debug}
 
 
-def identity(device: torch.device, gpu: GpuInfo | None = None) -> dict:
+def identity(device: torch.device, gpu: GpuInfo | None = None, threads: int | None = None) -> dict:
     """Which machine and software stack measured a run; runs of one `machine` form one history series.
 
     `machine` is the GPU's UUID (two boxes of one GPU model are two machines), or on CPU the model with the
@@ -226,18 +227,18 @@ def identity(device: torch.device, gpu: GpuInfo | None = None) -> dict:
         info |= {"machine": uuid or f"{gpu.name} (no UUID)", "gpu_uuid": uuid, "driver": gpu.driver,
                  "cuda": gpu.cuda, "cudnn": gpu.cudnn}
     else:
-        threads = torch.get_num_threads()
+        threads = threads or torch.get_num_threads()
         info["machine"] = f"{_cpu_model()} ({threads} thread{'s' if threads != 1 else ''})"
     return info
 
 
-def machine_info(device: torch.device) -> dict:
-    """The fields this suite adds to pytest-benchmark's machine_info."""
-    info: dict = {"bench_device": str(device), "torch": torch_info(), "cpu_info": cpu_info()}
+def machine_info(device: torch.device, threads: int | None = None) -> dict:
+    """The fields this suite adds to pytest-benchmark's machine_info; `threads` as in `cpu_info`."""
+    info: dict = {"bench_device": str(device), "torch": torch_info(), "cpu_info": cpu_info(threads)}
     gpu = gpu_info(device) if device.type == "cuda" else None
     if gpu is not None:
         info["gpu"] = gpu.as_dict()
-    info["identity"] = identity(device, gpu)
+    info["identity"] = identity(device, gpu, threads)
     return info
 
 

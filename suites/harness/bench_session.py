@@ -57,6 +57,9 @@ class BenchSession:
     achievable_cache: Path = Path(".")
     world: distributed.World | None = None  # set under torchrun with several ranks
     rounds: int = 1
+    # the threads torch's kernels used when the run started: the run's label (machine_info), which a test calling
+    # torch.set_num_threads must not change; a case measured with another count says so (`mark_threads`)
+    torch_threads: int = field(default_factory=torch.get_num_threads)
     round_log: bench_rounds.RoundLog = field(default_factory=bench_rounds.RoundLog)
     log: Callable[[str], None] = lambda _: None  # a line on the terminal as it happens (the achievable search's)
     _peaks: dict | None = None
@@ -260,6 +263,13 @@ def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseRes
     return "benchmarks", entry.as_dict(include_data=True)
 
 
+def mark_threads(session: BenchSession, extra_info: dict) -> None:
+    """`torch_threads` in a case's extra_info when it was measured with another thread count than the run's
+    (a test called torch.set_num_threads): the run's label stays the count it started with."""
+    if (threads := torch.get_num_threads()) != session.torch_threads:
+        extra_info["torch_threads"] = threads
+
+
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case, adjust: Adjust | None = None
         ) -> CaseResult:
     """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error). `adjust`
@@ -276,6 +286,7 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     if lockstep is not None:
         result = lockstep.settle(result)
     result.extra_info["profile"] = str(session.profile)
+    mark_threads(session, result.extra_info)
     if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
         result.extra_info |= session.pct_achievable(result, "device_bench" in request.fixturenames)
     if in_rounds:

@@ -34,10 +34,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from reports.format import strict_json
-from reports.format.schema import RESULTS_SCHEMA_VERSION
+from reports.format.schema import JOURNAL_VERSION, RESULTS_SCHEMA_VERSION
 
 SUFFIX = ".journal"
-VERSION = 2
 
 
 class JournalBusy(Exception):
@@ -112,7 +111,7 @@ class Journal:
         """The journal at path, its header on disk; a stale journal there is moved aside (or, holding no case,
         taken over), with a line in `notes`. JournalBusy when a running process owns it; OSError when the header
         cannot be written (nothing is left behind then)."""
-        line = encode({"journal": VERSION, "schema_version": RESULTS_SCHEMA_VERSION, **header,
+        line = encode({"journal": JOURNAL_VERSION, "schema_version": RESULTS_SCHEMA_VERSION, **header,
                        "writer": asdict(Writer.this_process())})
         for _ in range(5):  # another run may move or take the file between our steps: look again
             fd = _open_exclusively(path, notes)
@@ -144,10 +143,14 @@ class Journal:
         self.size += len(data)
         self.cases += 1
 
+    def present(self) -> bool:
+        """Whether the file at `path` is still this journal (not deleted with its folder, nor replaced)."""
+        return _same_file(self._fd, self.path)
+
     def close(self, remove: bool) -> None:
         """Let the journal go; removed once the results file holds everything it did."""
-        if remove:
-            self.path.unlink(missing_ok=True)
+        if remove and self.present():
+            self.path.unlink()
         os.close(self._fd)
 
 

@@ -23,6 +23,9 @@ from suites.core import defaults
 from suites.core.units import parse_bytes
 from suites.harness import progress
 
+# The sampler's bounds: below 1 ms its thread is a busy loop beside the measurement (NVML's readings take about
+# that long), past a minute no case sees a second sample, and a huge value overflows the thread's wait.
+TELEMETRY_INTERVAL_MS = (1.0, 60_000.0)
 GROUP = ("torchbench-levers", "torchbench-levers: device-time benchmarks and the GPU efficiency-lever suites")
 
 
@@ -50,8 +53,8 @@ OPTIONS = (
         dest="bench_dtypes", default=None, help="comma-separated dtypes to keep, e.g. bfloat16,float16")),
     Option("--bench-telemetry-interval-ms", "--telemetry-interval-ms", dict(
         dest="bench_telemetry_interval_ms", type=float, default=defaults.TELEMETRY_INTERVAL_MS,
-        help=f"NVML sampling interval during each measurement (default {defaults.TELEMETRY_INTERVAL_MS:g}); "
-        "0 turns telemetry off")),
+        help=f"NVML sampling interval during each measurement, 1 to 60000 ms (default "
+        f"{defaults.TELEMETRY_INTERVAL_MS:g}); 0 turns telemetry off")),
     Option("--bench-trace-dir", "--trace-dir", dict(
         dest="bench_trace_dir", default=None,
         help="also write a torch.profiler trace of every case to DIR (run after its timed measurement)")),
@@ -109,9 +112,10 @@ def given(config: pytest.Config, dest: str) -> bool:
 def check(config: pytest.Config) -> None:
     """Usage errors for values that cannot be right, before anything runs."""
     interval = config.getoption("bench_telemetry_interval_ms")
-    if not (math.isfinite(interval) and interval >= 0):
-        raise pytest.UsageError(f"--bench-telemetry-interval-ms {interval:g}: expected 0 (off) or a positive "
-                                "interval")
+    if not (interval == 0 or TELEMETRY_INTERVAL_MS[0] <= interval <= TELEMETRY_INTERVAL_MS[1]):
+        low, high = TELEMETRY_INTERVAL_MS
+        raise pytest.UsageError(f"--bench-telemetry-interval-ms {interval:g}: expected 0 (off) or {low:g} to "
+                                f"{high:g} ms")
     every = config.getoption("bench_progress_interval_s")
     if not (math.isfinite(every) and every >= 0):
         raise pytest.UsageError(f"--bench-progress-interval-s {every:g}: expected 0 (off) or a positive interval")

@@ -100,9 +100,11 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     Nothing is written when benchmarks are disabled (`--benchmark-disable`, and pytest-xdist, where pytest-benchmark
     disables them): the cases ran once as smoke tests, and a stored run of those would be an empty baseline for
     the next comparison. Under torchrun only rank 0 writes. Otherwise the results writer (suites/harness/results.py)
-    takes the file outputs over from pytest-benchmark, with the raw samples (`compare` decides from them); a
+    takes the file outputs over from pytest-benchmark, with the raw samples of the suite's cases (`compare`
+    decides from them; plain `benchmark` tests keep pytest-benchmark's rule for theirs); a
     `--benchmark-only` run with no output chosen is autosaved into .benchmarks/ under pytest-benchmark's tag of
-    the commit, date and dirty flag, so that no run ends with its numbers only on the screen.
+    the commit, date and dirty flag, so that no run ends with its numbers only on the screen (one whose
+    `--benchmark-compare-fail` fails is kept outside the numbered runs, so it never becomes the next baseline).
     """
     from suites.harness import distributed, results
 
@@ -112,10 +114,12 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
     if shared.world is not None and shared.world.rank != 0:
         distributed.quiet_other_ranks(bench, shared.world)
         return
-    if bench.only and not (bench.json or bench.save or bench.autosave):
+    implicit_save = bench.only and not (bench.json or bench.save or bench.autosave)
+    if implicit_save:
         bench.autosave = True
     bench.save_data = True  # for a storage the writer leaves to pytest-benchmark (elasticsearch)
-    results.take_over(session, bench, shared.not_measured)
+    results.take_over(session, bench, shared.not_measured, implicit_save,
+                      frozenset(item.nodeid for item in session.items if uses_suite(item)))
 
 
 def start_progress(session: pytest.Session, bench: object, shared: BenchSession) -> None:
@@ -166,6 +170,19 @@ def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
     if trace_dir := config.getoption("bench_trace_dir"):
         found.append(tracing.TraceExtension(Path(trace_dir), None if shared.world is None else shared.world.rank))
     return found
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A plain `benchmark` test of a run that uses the suite, measured with another thread count than the run's
+    (it called torch.set_num_threads), says so in its extra_info as the suite's cases do (bench_session.run)."""
+    yield
+    shared = active_session(item.config)
+    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    if shared is not None and fixture is not None and not uses_suite(item):
+        from suites.harness import bench_session
+
+        bench_session.mark_threads(shared, fixture.extra_info)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own pass, which is the last round
@@ -240,7 +257,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     from suites.harness import distributed
     from suites.observers import telemetry
 
-    machine_info.update(devices.machine_info(shared.device))
+    machine_info.update(devices.machine_info(shared.device, shared.torch_threads))
     machine_info["telemetry"] = telemetry.machine_info(shared.extensions)
     if (found := shared.achievable_info()) is not None:
         machine_info["achievable"] = found

@@ -22,8 +22,11 @@ cases were all unsupported writes no file at all. This writer takes the file out
 - the final file is written to a temporary name, fsync'ed and renamed over the target, so no reader ever sees
   half a file; it holds the finished cases (and those measured only in earlier rounds), and a run that did not
   finish every selected case carries `incomplete: true` and `incomplete_reason` at its top level. Then the
-  journal is removed. A run that finished no case (`--collect-only` writes nothing at all, a `-k` that selects
-  nothing, a stop before the first case) replaces no file: an existing results file is left as it was.
+  journal is removed. When no target takes the file and the journal is gone too (its folder was deleted during
+  the run), the file is written beside where pytest was started (else in the temporary folder) as
+  `NAME.rescued-<time>-<pid>.json`, and the message says so. A run that finished no case (`--collect-only`
+  writes nothing at all, a `-k` that selects nothing, a stop before the first case) replaces no file: an
+  existing results file is left as it was.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import stat
+import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,6 +53,9 @@ from suites.harness import journal
 from suites.harness.journal import Journal, JournalBusy, fsync_dir
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
+RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
+REGRESSED = "regressed-"  # the prefix of an autosaved run whose comparison failed (ResultsWriter)
+LAST_NUMBER = 9999  # pytest-benchmark's four digits: its save and its --benchmark-compare stop there
 SPECIAL_FILES = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a named pipe",
                  stat.S_ISSOCK: "a socket"}
 
@@ -132,17 +140,26 @@ def journal_path(target: Path) -> Path:
 
 def next_number(folder: Path) -> int:
     """pytest-benchmark's run counter: one more than the highest NNNN_*.json in the machine's folder, a run's
-    journal (NNNN_*.json.journal: running, or killed) counting as its run."""
-    numbers = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]_*")
-               if p.name.endswith((".json", ".json" + journal.SUFFIX))]
+    journal (NNNN_*.json.journal: running, or killed) counting as its run; a number of more digits (a 10000_
+    file an older writer left) counts too, so that it is never written over."""
+    numbers = [int(found.group(1)) for p in folder.glob("[0-9]*_*")
+               if p.name.endswith((".json", ".json" + journal.SUFFIX)) and (found := RUN_NUMBER.match(p.name))]
     return max(numbers, default=0) + 1
 
 
 def claim_number(folder: Path, name: str, header: dict, notes: list[str]) -> tuple[Path, Journal]:
     """The storage's next run file and this run's journal beside it. The number is taken and the journal (which
-    holds it) created under the folder's lock, so that two runs starting at once get two numbers."""
+    holds it) created under the folder's lock, so that two runs starting at once get two numbers. A storage whose
+    numbers are used up (run LAST_NUMBER is there) is a usage error, before the first case: pytest-benchmark
+    refuses to save there too, and a run numbered past it would be one that `--benchmark-compare` never sees."""
     with _locked(folder / NUMBER_LOCK):
-        target = folder / f"{next_number(folder):04d}_{name}.json"
+        number = next_number(folder)
+        if number > LAST_NUMBER:
+            raise pytest.UsageError(
+                f"--benchmark-storage {folder}: holds run {number - 1}, and pytest-benchmark numbers runs with four "
+                f"digits (--benchmark-compare sees no run {number}); move the older runs away or save into another "
+                "--benchmark-storage")
+        target = folder / f"{number:04d}_{name}.json"
         return target, Journal.create(journal_path(target), header, notes)
 
 
@@ -164,10 +181,13 @@ class ResultsWriter:
     finish."""
 
     def __init__(self, config: pytest.Config, json_path: Path | None, save_name: str | None,
-                 not_measured: list[dict]) -> None:
+                 not_measured: list[dict], implicit_save: bool = False, suite_cases: frozenset[str] = frozenset()
+                 ) -> None:
         self.config = config
         self.json_path = json_path
         self.save_name = save_name
+        self.implicit_save = implicit_save  # the storage's run is the plugin's autosave, not asked for
+        self.suite_cases = suite_cases  # the nodeids of the tests using the suite's fixtures (not plain benchmark)
         self.not_measured = not_measured  # the session's list, appended to as cases end
         self.targets: list[Path] = []  # the storage's file first, then --benchmark-json's (resolved)
         self.json_target: Path | None = None
@@ -225,7 +245,12 @@ class ResultsWriter:
         if self.journal is None:
             return
         with blocked_signals():  # a second Ctrl-C or SIGTERM waits until the file is whole
-            written, failed = self._write(self._output(session, exitstatus))
+            output = self._output(session, exitstatus)
+            self._set_aside_a_regression()
+            written, failed = self._write(output)
+            lost = failed and not written and not self.journal.present()  # its folder deleted, say
+            if lost and (rescued := rescue(failed[0][0], dumps(output))) is not None:
+                written.append(rescued)
             for target, why in failed:
                 where = f"the results are in {written[0]}" if written else self._journal_holds()
                 print(f"\nerror: cannot write {target} ({why}); {where}")
@@ -267,7 +292,8 @@ class ResultsWriter:
             fixture = item.funcargs.get("benchmark")
             stats = getattr(fixture, "stats", None)
             if stats is not None and not fixture.has_error:
-                self._journal(item.nodeid, {"benchmarks": stats.as_dict(include_data=True)})
+                samples = item.nodeid in self.suite_cases or self.json_target is not None or self._save_data()
+                self._journal(item.nodeid, {"benchmarks": stats.as_dict(include_data=samples)})
             for entry in self.not_measured[self._journaled_not_measured:]:
                 self._journal(str(entry.get("fullname")), {"not_measured": entry})
             self._journaled_not_measured = len(self.not_measured)
@@ -286,8 +312,25 @@ class ResultsWriter:
             return
         self.journaled.add(nodeid)
 
+    def _set_aside_a_regression(self) -> None:
+        """A run the plugin autosaved on its own whose `--benchmark-compare-fail` failed is stored as
+        `regressed-NNNN_NAME.json`, a name pytest-benchmark's `--benchmark-compare` never picks: the next run
+        compares against the run before it again and fails too, until the regression is gone (pytest-benchmark
+        saves no run it was not asked to, so its comparisons keep their baseline the same way). A save the user
+        asked for (`--benchmark-save`, `--benchmark-autosave`) is numbered, as pytest-benchmark numbers it."""
+        regressions = getattr(self.config._benchmarksession, "performance_regressions", None)
+        if not (self.implicit_save and regressions and self.save_name is not None):
+            return
+        numbered = self.targets[0]
+        self.targets[0] = numbered.with_name(f"{REGRESSED}{numbered.name}")
+        print(f"\nresults: the comparison failed, so this run is kept as {self.targets[0].name}, outside the "
+              f"numbered runs: the next --benchmark-compare compares against the run before it again")
+
     def _journal_holds(self) -> str:
-        """What the journal holds, said truly (a full disk may have kept the last cases out of it)."""
+        """What the journal holds, said truly (a full disk may have kept the last cases out of it; its folder may
+        have been deleted with it)."""
+        if not self.journal.present():
+            return f"its journal {self.journal.path} was deleted during the run too: the cases are lost"
         held, kept = len(self.journaled), len(self.finished | set(self.partial))
         which = f"the {_cases(held)}" if held == kept else f"{held} of the {_cases(kept)}"
         return f"{which} {'is' if held == 1 else 'are'} in {self.journal.path}, which `python -m reports` reads"
@@ -295,7 +338,6 @@ class ResultsWriter:
     def _write(self, output: dict) -> tuple[list[Path], list[tuple[Path, str]]]:
         """The final file at every target: the targets written, and those that failed with why. A run that kept
         no case replaces no file and leaves no empty run in the storage; a new --benchmark-json file says why."""
-        text = dumps(output)
         written: list[Path] = []
         failed: list[tuple[Path, str]] = []
         kept = output["benchmarks"] or output["not_measured"]  # a skipped test finished, yet recorded nothing
@@ -305,7 +347,7 @@ class ResultsWriter:
                     print(f"\nresults: no case measured or recorded; {target} left as it was")
                 continue
             try:
-                write_atomically(target, text)
+                write_atomically(target, dumps(self._document(output, target)))
             except OSError as exc:
                 failed.append((target, exc.strerror or str(exc)))
                 continue
@@ -314,6 +356,22 @@ class ResultsWriter:
             print(f"\n{saved} benchmark data in: {target}" + (f" (incomplete: {output['incomplete_reason']})"
                                                              if output.get("incomplete") else ""))
         return written, failed
+
+    def _save_data(self) -> bool:
+        """`--benchmark-save-data`, as the user gave it (the plugin sets pytest-benchmark's own copy for the
+        storages it leaves to pytest-benchmark)."""
+        return bool(self.config.getoption("benchmark_save_data", False))
+
+    def _document(self, output: dict, target: Path) -> dict:
+        """The file for one target. The suite's entries keep their raw samples everywhere (`compare` decides from
+        them); pytest-benchmark's own (a plain `benchmark` test) follow its rule: kept in `--benchmark-json`, and
+        in a storage only with `--benchmark-save-data` (one `sum` of 127,033 rounds made a 5.4 MB file)."""
+        if target == self.json_target or self._save_data():
+            return output
+        plain = [{**entry, "stats": {k: v for k, v in entry["stats"].items() if k != "data"}}
+                 if entry.get("fullname") not in self.suite_cases and isinstance(entry.get("stats"), dict) else entry
+                 for entry in output["benchmarks"]]
+        return {**output, "benchmarks": plain}
 
     def _output(self, session: pytest.Session, exitstatus: int) -> dict:
         """pytest-benchmark's JSON of the finished cases (and of those cut short after earlier rounds), with our
@@ -367,6 +425,21 @@ class ResultsWriter:
         self._old_handlers.clear()
 
 
+def rescue(target: Path, text: str) -> Path | None:
+    """Where the results go when no target took them (its folder deleted during the run, say): a new file named
+    for the target, in the folder pytest was started from, else in the temporary folder; None when neither takes
+    it (the journal's message is then the last word)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        path = folder / f"{target.stem[:100]}.rescued-{stamp}-{os.getpid()}{target.suffix}"
+        try:
+            write_atomically(path, text)
+        except OSError:
+            continue
+        return path
+    return None
+
+
 def _cases(count: int) -> str:
     return f"{count} case{'s' if count != 1 else ''}"
 
@@ -400,9 +473,10 @@ def drop_json(bench: object) -> Path | None:
     return Path(value)
 
 
-def take_over(session: pytest.Session, bench: object, not_measured: list[dict]) -> None:
+def take_over(session: pytest.Session, bench: object, not_measured: list[dict], implicit_save: bool = False,
+              suite_cases: frozenset[str] = frozenset()) -> None:
     """Take the file outputs from pytest-benchmark's session `bench` and start the writer, once collection has
-    shown that the run measures the suite's cases (suites/harness/pytest_plugin.py decides when).
+    shown that the run measures the suite's cases, `suite_cases` (suites/harness/pytest_plugin.py decides when).
 
     A storage that is not a folder (elasticsearch) stays pytest-benchmark's.
     """
@@ -413,7 +487,7 @@ def take_over(session: pytest.Session, bench: object, not_measured: list[dict]) 
     if "://" not in storage or storage.startswith("file://"):
         save_name = bench.save or _autosave_name(bench.autosave)
         bench.save = bench.autosave = None
-    writer = ResultsWriter(config, json_path, save_name, not_measured)
+    writer = ResultsWriter(config, json_path, save_name, not_measured, implicit_save, suite_cases)
     writer.start(session, sum(is_case(item) for item in session.items))  # a usage error: nothing registered
     config.pluginmanager.register(writer, "bench-results")
 
