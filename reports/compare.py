@@ -22,6 +22,7 @@ from reports.change import ASSUMED_NOISE_PCT, DEFAULT_THRESHOLD_PCT, VERDICTS
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import load
+from reports.format.outputs import refuse_inputs, write_text
 from reports.format.schema import COMPARE_SCHEMA_VERSION
 from reports.gate import FAILED, GATE_STATUS, NOT_JUDGED, PASSED, gate_failures, gate_not_judged, gate_status
 from reports.text import fit, format_time, percent, probability, signed_percent, terminal_width
@@ -181,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--last {args.last}: expected a number of baseline runs >= 1")
     if not (math.isfinite(args.noise_floor) and args.noise_floor >= 0):
         raise InputError(f"--noise-floor {args.noise_floor}: must be a finite percentage >= 0")
+    if args.json:
+        refuse_inputs("--json", [args.json], [args.baseline, args.candidate])
     base, cand = load([args.baseline]), load([args.candidate])
     result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices,
                      args.last, args.noise_floor)
@@ -200,11 +203,7 @@ def run(args: argparse.Namespace) -> int:
 
 def write_document(found: dict, path: str) -> None:
     """The comparison as strict JSON; a path that cannot be written is an InputError before anything is printed."""
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(strict_json.dumps(found, indent=1) + "\n")
-    except OSError as exc:
-        raise InputError(f"--json {path}: cannot write ({exc.strerror or exc})") from None
+    write_text(path, strict_json.dumps(found, indent=1) + "\n")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -25,6 +25,7 @@ from tabulate import tabulate
 
 from reports import marks
 from reports.format.load import load, output_dir
+from reports.format.outputs import refuse_inputs
 from reports.plots import levels
 from reports.stats import MIN_RUNS
 from reports.text import file_stem, format_time, percent
@@ -68,6 +69,7 @@ def plots(found: list[Trend], outdir: Path) -> tuple[list[Path], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     if args.out:
+        refuse_inputs("-o", [args.out], args.results)
         output_dir(args.out)  # checked before any work: an unusable folder is not found after the report
     frame = load(args.results, samples=False)
     if args.group:

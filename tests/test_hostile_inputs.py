@@ -219,3 +219,67 @@ def test_a_device_written_as_text_and_as_a_number_is_one_device(tmp_path, capsys
     path = hostile.TRACES["trace_device_text_and_number"](tmp_path)
     code, out, _ = run(["trace", str(path), "--json"], capsys)
     assert code == 0 and [d["device"] for d in json.loads(out)["devices"]] == [0]
+
+
+def _output_naming_an_input(kind: str, run: Path, folder: Path) -> Path:
+    """An output path that names the input `run` (or the folder holding it): as given, by a symlink, by another
+    spelling of the path, or as a results file a named folder holds."""
+    if kind == "symlink":
+        (folder / "link.csv").symlink_to(run)
+        return folder / "link.csv"
+    if kind == "other_spelling":
+        return run.parent / ".." / run.parent.name / run.name
+    return run
+
+
+# Each command with an output option, the output naming one of its inputs: (argv, the input the output names).
+OVERWRITES = {
+    "compare_json_baseline": lambda run, good, out: ["compare", run, good, "--json", out],
+    "compare_json_candidate": lambda run, good, out: ["compare", good, run, "--json", out],
+    "export": lambda run, good, out: ["export", run, "-o", out],
+}
+FOLDER_OUTPUTS = ("plot", "history", "hardware", "html")
+
+
+@pytest.mark.parametrize("kind", ["same_path", "symlink", "other_spelling"])
+@pytest.mark.parametrize("command", sorted(OVERWRITES))
+def test_an_output_naming_an_input_is_refused_before_any_work(command, kind, tmp_path, capsys):
+    run_path = hostile.good_run(tmp_path)
+    good = shutil.copy(run_path, tmp_path / "other.json")
+    before = run_path.read_bytes()
+    out = _output_naming_an_input(kind, run_path, tmp_path)
+    code, stdout, err = run([str(a) for a in OVERWRITES[command](run_path, good, out)], capsys)
+    assert code == 2 and stdout == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: ") and f" {out}: is the input " in line and "refusing to overwrite an input" in line
+    assert run_path.read_bytes() == before
+
+
+def test_an_output_that_is_a_file_inside_an_input_folder_is_refused(tmp_path, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    inside = hostile.good_run(folder)
+    before = inside.read_bytes()
+    code, stdout, err = run(["compare", str(folder), str(hostile.RUN_A), "--json", str(inside)], capsys)
+    assert code == 2 and stdout == "" and "refusing to overwrite an input" in err
+    assert inside.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", FOLDER_OUTPUTS)
+def test_an_output_folder_that_is_an_input_folder_is_refused(command, tmp_path, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    hostile.good_run(folder)
+    code, stdout, err = run([command, str(folder), "-o", str(folder)], capsys)
+    assert code == 2 and stdout == "" and "refusing to overwrite an input" in err
+    assert [p.name for p in folder.iterdir()] == ["good.json"]
+
+
+def test_an_html_page_over_its_input_is_refused(tmp_path, capsys):
+    """`html` writes OUT/index.html: an input of that name is an input the page would replace."""
+    out = tmp_path / "report"
+    out.mkdir()
+    page = shutil.copy(hostile.good_run(tmp_path), out / "index.html")
+    code, _, err = run(["html", str(page), "-o", str(out)], capsys)
+    assert code == 2 and f"error: -o {page}: is the input {page}" in err
+    assert json.loads(page.read_text())["benchmarks"]
