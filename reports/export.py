@@ -6,7 +6,14 @@ stats in seconds; docs/results.md) and `marks`, how each timed figure was taken 
 holds a list or an object (raw samples, round medians, telemetry) is written as its strict JSON text in both
 formats, so a spreadsheet, DuckDB or pandas reads every column without knowing this suite; Parquet keeps numbers,
 booleans and timestamps typed. Parquet needs pyarrow, an optional extra (`pip install -e '.[parquet]'`); without it
-the command says so in one line. """
+the command says so in one line.
+
+A CSV is made safe for the spreadsheet that opens it (docs/results.md, "export"): rows end in CRLF, as RFC 4180
+has them, so a bare carriage return in a name is quoted rather than read as the end of a row; a text cell that a
+spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a leading
+`'`, as OWASP's guidance on CSV injection recommends, while numbers stay numbers; and a cell longer than a
+spreadsheet cell holds (32,767 characters: the raw samples of a long run) is cut there, ending in a marker that
+says so (the whole value is in the results file and in a Parquet export). """
 
 from __future__ import annotations
 
@@ -21,8 +28,11 @@ from reports import marks
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import load
+from reports.format.outputs import refuse_inputs, write_with
 
 FORMATS = {".csv": "CSV", ".parquet": "Parquet"}
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP, CSV injection: what a spreadsheet reads as a formula
+CELL_LIMIT = 32_767  # characters in one cell of Excel or LibreOffice Calc
 
 
 def _cell(value: object) -> object:
@@ -46,6 +56,37 @@ def flat(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def spreadsheet_cell(value: object) -> object:
+    """A text cell a spreadsheet shows as text: `'` before what it would run as a formula (a number written as
+    text, `-1.5`, is read as a number, not run), and cut at CELL_LIMIT with a marker saying how long it was.
+    Anything but text is left as it is."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(FORMULA_STARTS) and not _is_number(value):
+        value = "'" + value
+    if len(value) > CELL_LIMIT:
+        marker = (f" ...[cut: {len(value)} characters, more than a spreadsheet cell holds; the whole value is in "
+                  "the results file and in a Parquet export]")
+        value = value[:CELL_LIMIT - len(marker)] + marker
+    return value
+
+
+def csv_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The flat table with every text cell made safe for a spreadsheet (`spreadsheet_cell`)."""
+    out = table.copy()
+    for column in out.select_dtypes(include=["object", "string"]).columns:
+        out[column] = out[column].map(spreadsheet_cell)
+    return out
+
+
 def write(frame: pd.DataFrame, path: Path) -> Path:
     """The frame as CSV or Parquet by the file's suffix; an InputError for another suffix, a missing pyarrow or
     a folder that does not exist."""
@@ -62,10 +103,9 @@ def write(frame: pd.DataFrame, path: Path) -> Path:
         raise InputError(f"-o {path}: folder {path.parent} does not exist")
     table = flat(frame)
     if kind == "CSV":
-        table.to_csv(path, index=False)
-    else:
-        table.to_parquet(path, index=False)
-    return path
+        safe = csv_table(table)
+        return write_with(path, lambda temporary: safe.to_csv(temporary, index=False, lineterminator="\r\n"))
+    return write_with(path, lambda temporary: table.to_parquet(temporary, index=False))
 
 
 def with_marks(frame: pd.DataFrame) -> pd.DataFrame:
@@ -78,6 +118,7 @@ def with_marks(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_inputs("-o", [args.out], args.results)
     frame = with_marks(load(args.results))
     path = write(frame, Path(args.out))
     print(f"{path}: {len(frame)} rows x {len(frame.columns)} columns from {frame['file'].nunique()} run(s)")

@@ -155,6 +155,30 @@ def _lone_surrogates(data: dict) -> None:
     data["machine_info"]["cpu_info"]["model"] = "AMD \udbff EPYC"
 
 
+# Text a spreadsheet runs as a formula (OWASP's CSV injection examples), one per case, in the case name and a param.
+FORMULAS = ('=HYPERLINK("http://example.invalid","x")', "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)", "+1+1")
+
+
+def _names_like_formulas(data: dict) -> None:
+    for formula, entry in zip(FORMULAS, data["benchmarks"], strict=True):
+        entry["extra_info"]["case"] = f"{formula}/{entry['extra_info']['case']}"
+        entry["params"]["label"] = formula
+        entry["params"]["offset"] = -3  # a negative number: a number, never text
+
+
+def _names_with_bare_cr(data: dict) -> None:
+    """A bare carriage return in three case names and a param's value (rows split in a CSV that left it bare)."""
+    for entry in data["benchmarks"][:3]:
+        entry["extra_info"]["case"] = entry["extra_info"]["case"].replace("/", "/\r", 1)
+        entry["params"]["label"] = "a\rb"
+
+
+def _samples_past_a_spreadsheet_cell(entry: dict) -> None:
+    """Raw samples whose JSON text is longer than a spreadsheet cell holds (32,767 characters)."""
+    median = entry["stats"]["median"]
+    entry["stats"]["data"] = [median * (1 + i / 1e6) for i in range(5000)]
+
+
 def _deep(depth: int) -> bytes:
     return b'{"benchmarks": [' + b"[" * depth + b"]" * depth + b"]}"
 
@@ -256,6 +280,10 @@ RESULTS: dict[str, Writer] = {
     "param_named_tflops": _one_case(lambda e: e["params"].update(tflops="fast")),
     "extra_named_file": _one_case(_extra(file="other.json", machine_id="GPU-0")),
     "extra_named_throttled": _one_case(_extra(throttled=True)),
+    # text a CSV and a spreadsheet must keep as text, in one cell
+    "names_like_formulas": _top(_names_like_formulas),
+    "names_with_bare_cr": _top(_names_with_bare_cr),
+    "samples_past_a_spreadsheet_cell": _one_case(_samples_past_a_spreadsheet_cell),
 }
 
 # The file cannot be used: exit 2 with one line naming it; inside a folder, skipped with a warning.
@@ -302,7 +330,8 @@ SAMPLES_ONLY = {"data_strings", "data_negative"}
 WARNED = {"unknown_top_level", "duplicate_case", "entries_without_names", "lone_surrogates"}
 # Items the reports read as they are (a byte order mark is still UTF-8 text, a number is a fine group name).
 BENIGN = {"attention_seq_text", "bom", "case_ids_differing_in_separator", "mathtext_names", "mathtext_batch_device",
-          "names_300_chars", "group_number", "params_list_values", "batch_seq_text"}
+          "names_300_chars", "group_number", "params_list_values", "batch_seq_text", "names_like_formulas",
+          "names_with_bare_cr", "samples_past_a_spreadsheet_cell"}
 OUTCOMES = {"refused": REFUSED, "invalid": INVALID_MEDIAN, "left out": set(LEFT_OUT), "renamed": set(RENAMED),
             "samples only": SAMPLES_ONLY, "warned": WARNED, "benign": BENIGN}
 
