@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import math
 import re
 import shutil
@@ -47,6 +48,33 @@ def widest(text: str) -> int:
     return max((len(line) for line in text.splitlines()), default=0)
 
 
+MARKDOWN = "github"  # tabulate's format of a GitHub markdown table
+
+
+def markdown_text(text: object) -> str:
+    """Text from a results file as GitHub markdown shows it, never runs it: HTML's special characters as entities
+    (a `<script>` in a case name is shown as text), `|` escaped (it ends a table cell: the columns of a CI job
+    summary shifted), a line break as a space (it ends a table row)."""
+    return html.escape(" ".join(str(text).splitlines()), quote=False).replace("|", "\\|")
+
+
+def markdown_code(text: object) -> str:
+    """Text as a markdown code span, shown as it is (a code span runs no HTML): fenced by one backtick more than
+    the longest run of backticks inside it, as CommonMark has it, on one line."""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with every text cell and column name as `markdown_text`; numbers stay numbers."""
+    out = table.rename(columns=markdown_text)
+    for column in out.select_dtypes(include=["object", "string"]).columns:
+        out[column] = out[column].map(lambda v: markdown_text(v) if isinstance(v, str) else v)
+    return out
+
+
 def fit(table: pd.DataFrame, fmt: str, width: int | None, wrap: dict[str, int | tuple[int, int]] | None = None,
         drop_order: list[str] | tuple[str, ...] = (), **options: object) -> str:
     """The table as text no wider than `width` (None: as wide as it comes). Until it fits: the `wrap` columns
@@ -54,6 +82,8 @@ def fit(table: pd.DataFrame, fmt: str, width: int | None, wrap: dict[str, int | 
     `drop_order` columns are left out one by one (named under the table), then the wrapped columns narrow down
     to MIN_WRAP."""
     options = {"headers": "keys", "tablefmt": fmt, "showindex": False, "missingval": ""} | options
+    if fmt == MARKDOWN:
+        table = markdown_frame(table)
 
     def draw(frame: pd.DataFrame, limits: dict[str, int]) -> str:
         widths = [limits.get(c) for c in frame.columns]
@@ -167,6 +197,7 @@ def fitted(table: pd.DataFrame, rows: pd.DataFrame, fmt: str, width: int | None,
                                                           "shows them)", width)
     text = with_legend(text, table, width)
     head = textwrap.fill(head, width) if head and width is not None else head
+    head = markdown_text(head) if head and fmt == MARKDOWN else head
     return f"{head}\n\n{text}" if head else text
 
 

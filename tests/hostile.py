@@ -173,6 +173,19 @@ def _names_with_bare_cr(data: dict) -> None:
         entry["params"]["label"] = "a\rb"
 
 
+MARKUP = ("<script>alert(1)</script>", "a|b")  # HTML a page would run, a pipe that ends a markdown table cell
+
+
+def _names_with_markup(data: dict) -> None:
+    """Markup in case names, a param's value, a not-measured case's reason and the device name."""
+    data["machine_info"]["cpu_info"]["model"] = f"{MARKUP[0]} {MARKUP[1]}"
+    for i, entry in enumerate(data["benchmarks"]):
+        entry["extra_info"]["case"] = f"{MARKUP[i % 2]}/{entry['extra_info']['case']}"
+        entry["params"]["label"] = MARKUP[i % 2]
+    for entry in data["not_measured"]:
+        entry["extra_info"]["reason"] = f"{MARKUP[0]} | {MARKUP[1]}"
+
+
 def _samples_past_a_spreadsheet_cell(entry: dict) -> None:
     """Raw samples whose JSON text is longer than a spreadsheet cell holds (32,767 characters)."""
     median = entry["stats"]["median"]
@@ -284,6 +297,8 @@ RESULTS: dict[str, Writer] = {
     "names_like_formulas": _top(_names_like_formulas),
     "names_with_bare_cr": _top(_names_with_bare_cr),
     "samples_past_a_spreadsheet_cell": _one_case(_samples_past_a_spreadsheet_cell),
+    # text a markdown table or a page must show, never run or split on
+    "names_with_markup": _top(_names_with_markup),
 }
 
 # The file cannot be used: exit 2 with one line naming it; inside a folder, skipped with a warning.
@@ -331,7 +346,7 @@ WARNED = {"unknown_top_level", "duplicate_case", "entries_without_names", "lone_
 # Items the reports read as they are (a byte order mark is still UTF-8 text, a number is a fine group name).
 BENIGN = {"attention_seq_text", "bom", "case_ids_differing_in_separator", "mathtext_names", "mathtext_batch_device",
           "names_300_chars", "group_number", "params_list_values", "batch_seq_text", "names_like_formulas",
-          "names_with_bare_cr", "samples_past_a_spreadsheet_cell"}
+          "names_with_bare_cr", "samples_past_a_spreadsheet_cell", "names_with_markup"}
 OUTCOMES = {"refused": REFUSED, "invalid": INVALID_MEDIAN, "left out": set(LEFT_OUT), "renamed": set(RENAMED),
             "samples only": SAMPLES_ONLY, "warned": WARNED, "benign": BENIGN}
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
 from reports.__main__ import main
+from tests import hostile
 from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
 
 # every suite's real runs: the widest tables (train_step's 15 params, collectives, the batch sweep), two runs of one
@@ -64,3 +66,36 @@ def test_a_killed_runs_journal_says_so_in_the_table(tmp_path, capsys):
     journal.write_text("\n".join(lines) + "\n")
     assert main(["table", str(journal)]) == 0
     assert capsys.readouterr().out.startswith("INCOMPLETE run run.json.journal: the run ended without writing")
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row's cells, split where GitHub splits them: at every `|` not escaped."""
+    return re.split(r"(?<!\\)\|", line.strip().strip("|"))
+
+
+def _markdown_tables_hold(out: str) -> None:
+    """Every row of every markdown table has its header's columns, and no markup from the file is left raw."""
+    assert "<script>" not in out and "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    tables = re.findall(r"(?:^\|.*\n?)+", out, flags=re.MULTILINE)
+    assert tables
+    for table in tables:
+        widths = {len(_cells(line)) for line in table.splitlines()}
+        assert len(widths) == 1, table
+
+
+@pytest.mark.parametrize("command", ["table", "compare"])
+def test_markdown_escapes_pipes_and_html_from_the_results(command, tmp_path, capsys):
+    """A `|` in a case name or param shifted the columns of a CI job summary; `<script>` went through raw."""
+    path = str(hostile.RESULTS["names_with_markup"](tmp_path))
+    argv = ["table", path] if command == "table" else ["compare", path, path]
+    assert main([*argv, "--markdown"]) == 0
+    out = capsys.readouterr().out
+    _markdown_tables_hold(out)
+    assert "a\\|b" in out
+
+
+def test_the_html_report_escapes_every_name_from_the_results(tmp_path, capsys):
+    path = hostile.RESULTS["names_with_markup"](tmp_path)
+    assert main(["html", str(path), "-o", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

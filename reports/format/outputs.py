@@ -51,20 +51,22 @@ def replacing(path: str | Path) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
-def write_with(path: str | Path, writer: Callable[[Path], object]) -> Path:
+def write_with(path: str | Path, writer: Callable[[Path], object], option: str = "") -> Path:
     """`writer(temporary_path)` writes the file, which then replaces `path` whole (see `replacing`); an error while
-    writing (a full disk, a file-size limit) is an InputError naming `path`, not the temporary file."""
+    writing (a full disk, a file-size limit) is an InputError naming `path` (after the `option` that named it),
+    not the temporary file."""
     try:
         with replacing(path) as temporary:
             writer(temporary)
     except OSError as exc:
-        raise InputError(f"{path}: cannot write ({exc.strerror or exc}); the file is left as it was") from None
+        named = f"{option} {path}" if option else str(path)
+        raise InputError(f"{named}: cannot write ({exc.strerror or exc}); the file is left as it was") from None
     return Path(path)
 
 
-def write_text(path: str | Path, text: str) -> Path:
+def write_text(path: str | Path, text: str, option: str = "") -> Path:
     """The text as UTF-8, replacing `path` whole."""
-    return write_with(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+    return write_with(path, lambda temporary: temporary.write_text(text, encoding="utf-8"), option)
 
 
 def save_figure(figure: Figure, path: str | Path, dpi: int) -> Path:
