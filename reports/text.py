@@ -29,14 +29,24 @@ MIN_WRAP = 12  # narrowest it gets at all
 
 def axes_of(frame: pd.DataFrame) -> list[str]:
     """The param columns of the group's cases, first-seen order; `name` first when some case records no params
-    (other projects' files), so every row stays identifiable."""
+    (other projects' files) or when two tests share param values (kornia's `rgb_to_yuv` and `yuv_to_rgb`, each
+    over the same shapes), so every row stays identifiable."""
     names: dict[str, None] = {}
     for text in frame.get("param_names", pd.Series(dtype=object)).dropna():
         names.update(dict.fromkeys(n for n in str(text).split(",") if n))
     axes = [n for n in names if n in frame and frame[n].notna().any()]
-    if not axes or frame[axes].isna().all(axis=1).any():
+    if not axes or frame[axes].isna().all(axis=1).any() or tests_share_params(frame, axes):
         return ["name", *axes]
     return axes
+
+
+def tests_share_params(frame: pd.DataFrame, axes: list[str]) -> bool:
+    """Whether rows of different tests (names) hold the same values of the axes: without the name they look the
+    same. The same test in several runs does not count (a `run` column tells those apart)."""
+    if "name" not in frame:
+        return False
+    values = frame[axes].astype(str).agg("\0".join, axis=1)
+    return bool(frame.groupby(values)["name"].nunique().gt(1).any())
 
 
 def terminal_width() -> int:

@@ -10,6 +10,7 @@ import pytest
 from reports.__main__ import main
 from tests import hostile
 from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
+from tests.runs import run_pytest
 
 # every suite's real runs: the widest tables (train_step's 15 params, collectives, the batch sweep), two runs of one
 # device (a run column), another project's file
@@ -99,3 +100,37 @@ def test_the_html_report_escapes_every_name_from_the_results(tmp_path, capsys):
     assert main(["html", str(path), "-o", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+TWO_TESTS_SAME_PARAMS = '''
+import pytest
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("shape", [32, 64])
+def test_rgb_to_yuv(benchmark, batch, shape):
+    benchmark(sum, range(batch * shape))
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("shape", [32, 64])
+def test_yuv_to_rgb(benchmark, batch, shape):
+    benchmark(sum, range(batch * shape))
+'''
+
+
+def test_two_tests_over_the_same_params_keep_their_names(tmp_path, capsys):
+    """kornia's `rgb_to_yuv` and `yuv_to_rgb` rows (same params) could not be told apart: a real pytest-benchmark
+    run of two such tests, and every row of its table says which test it is."""
+    (tmp_path / "test_color.py").write_text(TWO_TESTS_SAME_PARAMS)
+    out = tmp_path / "color.json"
+    proc = run_pytest("test_color.py", f"--benchmark-json={out}", "--benchmark-max-time=0.001",
+                      "--benchmark-min-rounds=1", "--benchmark-warmup=off", cwd=tmp_path)
+    assert proc.returncode == 0, proc.tail()
+    assert main(["table", str(out), "--wide"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("test_")]
+    assert len(rows) == 8 and len({line.split()[0] for line in rows}) == 8
+    assert sum(line.startswith("test_rgb_to_yuv[") for line in rows) == 4
+
+
+def test_one_test_in_several_runs_gets_no_name_column(capsys):
+    assert main(["table", str(RUN_A), str(RUN_B), "--wide"]) == 0
+    assert "name" not in capsys.readouterr().out.split("\n\n")[2].splitlines()[0].split()
