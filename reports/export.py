@@ -29,10 +29,12 @@ from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import load
 from reports.format.outputs import refuse_inputs, write_with
+from reports.format.validate import warn
 
 FORMATS = {".csv": "CSV", ".parquet": "Parquet"}
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP, CSV injection: what a spreadsheet reads as a formula
 CELL_LIMIT = 32_767  # characters in one cell of Excel or LibreOffice Calc
+INT64 = range(-(2**63), 2**63)  # the integers a Parquet integer column holds
 
 
 def _cell(value: object) -> object:
@@ -40,6 +42,11 @@ def _cell(value: object) -> object:
     if isinstance(value, list | tuple | dict):
         return json.dumps(strict_json.encode(value)[0], allow_nan=False, default=repr)
     return value
+
+
+def _text(value: object) -> object:
+    """A value as text; a missing one stays missing."""
+    return value if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
 
 
 def flat(frame: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +59,7 @@ def flat(frame: pd.DataFrame) -> pd.DataFrame:
         out[column] = out[column].map(_cell)
         kinds = {type(v) for v in out[column] if v is not None and not (isinstance(v, float) and pd.isna(v))}
         if len(kinds) > 1 and not kinds <= {int, float}:
-            out[column] = out[column].map(lambda v: v if v is None or (isinstance(v, float) and pd.isna(v)) else str(v))
+            out[column] = out[column].map(_text)
     return out
 
 
@@ -87,6 +94,21 @@ def csv_table(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _beyond_int64(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value not in INT64
+
+
+def parquet_table(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The flat table with each column holding an integer beyond 64 bits written as text, with a warning naming
+    it: a Parquet integer column holds 64 bits (pyarrow raised OverflowError), and text keeps every digit."""
+    out = table.copy()
+    for column in out.columns:
+        if pd.api.types.is_object_dtype(out[column]) and any(map(_beyond_int64, out[column])):
+            out[column] = out[column].map(_text)
+            warn(f"-o {path}: column {column!r} holds integers beyond 64 bits; written as text, every digit kept")
+    return out
+
+
 def write(frame: pd.DataFrame, path: Path) -> Path:
     """The frame as CSV or Parquet by the file's suffix; an InputError for another suffix, a missing pyarrow or
     a folder that does not exist."""
@@ -105,7 +127,8 @@ def write(frame: pd.DataFrame, path: Path) -> Path:
     if kind == "CSV":
         safe = csv_table(table)
         return write_with(path, lambda temporary: safe.to_csv(temporary, index=False, lineterminator="\r\n"))
-    return write_with(path, lambda temporary: table.to_parquet(temporary, index=False))
+    typed = parquet_table(table, path)
+    return write_with(path, lambda temporary: typed.to_parquet(temporary, index=False))
 
 
 def with_marks(frame: pd.DataFrame) -> pd.DataFrame:

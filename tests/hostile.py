@@ -186,6 +186,13 @@ def _names_with_markup(data: dict) -> None:
         entry["extra_info"]["reason"] = f"{MARKUP[0]} | {MARKUP[1]}"
 
 
+def _ints_beyond_64_bits(data: dict) -> None:
+    """A param and an extra_info field of every timed case holding an integer past 64 bits."""
+    for entry in data["benchmarks"]:
+        entry["params"]["size"] = 2**70
+        entry["extra_info"]["seed"] = 2**64 + 1
+
+
 def _samples_past_a_spreadsheet_cell(entry: dict) -> None:
     """Raw samples whose JSON text is longer than a spreadsheet cell holds (32,767 characters)."""
     median = entry["stats"]["median"]
@@ -297,6 +304,8 @@ RESULTS: dict[str, Writer] = {
     "names_like_formulas": _top(_names_like_formulas),
     "names_with_bare_cr": _top(_names_with_bare_cr),
     "samples_past_a_spreadsheet_cell": _one_case(_samples_past_a_spreadsheet_cell),
+    # integers no 64-bit column holds (Parquet export raised OverflowError)
+    "ints_beyond_64_bits": _top(_ints_beyond_64_bits),
     # text a markdown table or a page must show, never run or split on
     "names_with_markup": _top(_names_with_markup),
 }
@@ -346,7 +355,8 @@ WARNED = {"unknown_top_level", "duplicate_case", "entries_without_names", "lone_
 # Items the reports read as they are (a byte order mark is still UTF-8 text, a number is a fine group name).
 BENIGN = {"attention_seq_text", "bom", "case_ids_differing_in_separator", "mathtext_names", "mathtext_batch_device",
           "names_300_chars", "group_number", "params_list_values", "batch_seq_text", "names_like_formulas",
-          "names_with_bare_cr", "samples_past_a_spreadsheet_cell", "names_with_markup"}
+          "names_with_bare_cr", "samples_past_a_spreadsheet_cell", "names_with_markup",
+          "ints_beyond_64_bits"}
 OUTCOMES = {"refused": REFUSED, "invalid": INVALID_MEDIAN, "left out": set(LEFT_OUT), "renamed": set(RENAMED),
             "samples only": SAMPLES_ONLY, "warned": WARNED, "benign": BENIGN}
 

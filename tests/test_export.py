@@ -143,3 +143,21 @@ def test_a_cell_past_a_spreadsheet_cell_is_cut_with_a_marker(tmp_path):
                         "and in a Parquet export]")
     assert max(len(v) for r in rows for v in r.values()) <= export.CELL_LIMIT
     assert all(json.loads(r["samples_s"]) for r in rows[1:4])  # the other timed cases whole
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_integers_beyond_64_bits_keep_every_digit(suffix, tmp_path, capsys):
+    """Parquet holds them as text, with a warning naming the column (pyarrow raised OverflowError); CSV as
+    they are."""
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow", reason="Parquet export needs pyarrow (the parquet extra), not installed here")
+    source = hostile.RESULTS["ints_beyond_64_bits"](tmp_path)
+    out = tmp_path / f"results{suffix}"
+    assert main(["export", str(source), "-o", str(out)]) == 0
+    back = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out, dtype={"size": str, "seed": str})
+    assert back["size"].dropna().tolist() == [str(2**70)] * 4 and back["seed"].dropna().tolist() == [str(2**64 + 1)] * 4
+    err = capsys.readouterr().err
+    if suffix == ".parquet":
+        assert "column 'size' holds integers beyond 64 bits; written as text" in err
+    else:
+        assert "warning" not in err
