@@ -158,6 +158,16 @@ def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(command, tm
     assert blocker.read_text() == "a file"
 
 
+@pytest.mark.parametrize("command", ["plot", "html", "history", "hardware"])
+def test_an_output_folder_that_is_a_symlink_loop_is_one_line_before_any_work(command, tmp_path, capsys):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    code, out, err = run([command, str(hostile.good_run(tmp_path)), "-o", str(tmp_path / "a")], capsys)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"error: {tmp_path / 'a'}: is a symlink that leads nowhere (a loop, or a "
+                                        "missing target); the output needs a directory"]
+
+
 @pytest.mark.parametrize("name", sorted(hostile.RENAMED))
 def test_a_key_named_like_a_report_column_is_loaded_beside_it_never_in_it(name, tmp_path):
     path = hostile.RESULTS[name](tmp_path)
