@@ -378,6 +378,16 @@ def _trace(*events: dict, **top: object) -> Writer:
     return write
 
 
+def many_devices_trace(folder: Path, devices: int = 100_000) -> Path:
+    """One kernel on each of `devices` device ids (a pass over every event per device was quadratic: 67 to 120
+    s); kernel i lasts 1 + i % 5 us."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"kernel_{i % 7}", "pid": 0, "tid": 7, "ts": 1000 + i,
+               "dur": 1 + i % 5, "args": {"device": i, "correlation": i}} for i in range(devices)]
+    path = folder / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
 TRACES: dict[str, Writer] = {
     "trace_empty": _raw("", "trace.json"),
     "trace_truncated": _raw('{"traceEvents": [{"ph": "X", "cat": "kernel", "na', "trace.json"),
@@ -395,6 +405,7 @@ TRACES: dict[str, Writer] = {
     "trace_device_text_and_number": _trace(_event(ts=1040, device="0"), _event(ts=1060, device=0.0)),
     "trace_fifo": lambda folder: _fifo_named(folder, "trace.json"),
     "trace_link_to_dev_zero": lambda folder: _link_named(folder, "trace.json"),
+    "trace_100k_device_ids": many_devices_trace,
 }
 
 
