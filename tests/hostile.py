@@ -364,8 +364,9 @@ OUTCOMES = {"refused": REFUSED, "invalid": INVALID_MEDIAN, "left out": set(LEFT_
 PLOT_WARNINGS = {"attention_seq_text"}
 
 
-def _event(name: object = "volta_h884gemm_64x64_nt", ts: object = 1000, dur: object = 10, **args: object) -> dict:
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+def _event(name: object = "volta_h884gemm_64x64_nt", ts: object = 1000, dur: object = 10, cat: str = "kernel",
+           **args: object) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
             "args": {"device": 0, "correlation": 1, **args}}
 
 
@@ -406,7 +407,28 @@ TRACES: dict[str, Writer] = {
     "trace_fifo": lambda folder: _fifo_named(folder, "trace.json"),
     "trace_link_to_dev_zero": lambda folder: _link_named(folder, "trace.json"),
     "trace_100k_device_ids": many_devices_trace,
+    # times missing or not numbers: once the whole trace was refused for one such event, while a NaN was left out
+    "trace_ts_missing": _trace({k: v for k, v in _event(ts=1040).items() if k != "ts"}),
+    "trace_dur_null": _trace(_event(ts=1040, dur=None)),
+    "trace_copy_bytes_text": _trace(_event("Memcpy HtoD (Pageable -> Device)", 1040, cat="gpu_memcpy", bytes="many")),
+    # what a JSON reader reads otherwise, or a structure that holds no events
+    "trace_events_twice": _raw(f'{{"traceEvents": [{json.dumps(_event())}], '
+                               f'"traceEvents": [{json.dumps(_event(ts=5000))}]}}', "trace.json"),
+    "trace_events_an_object": _raw(f'{{"traceEvents": {{"0": {json.dumps(_event())}}}}}', "trace.json"),
+    "trace_entry_not_an_event": _trace([_event(ts=1040)]),
+    "trace_device_true_and_1": _trace(_event(ts=1040, device=True), _event(ts=1060, device=1)),
+    "trace_device_properties_object": _trace(deviceProperties={"id": 0, "name": "NVIDIA A100"}),
+    "trace_gzip_truncated": _raw(gzip.compress(json.dumps({"traceEvents": [_event()] * 200}).encode())[:-4],
+                                 "trace.json.gz"),  # every event there, the end of the gzip stream cut
 }
+
+# Traces with events whose times cannot be used: left out, counted in one warning naming the file.
+TRACE_LEFT_OUT = {"trace_negative_duration", "trace_nan_duration", "trace_ts_text", "trace_ts_missing",
+                  "trace_dur_null"}
+# Traces that cannot be read as they are: one error line naming the file, exit 2.
+TRACE_REFUSED = {"trace_empty", "trace_truncated", "trace_gzip_garbage", "trace_deep", "trace_fifo",
+                 "trace_link_to_dev_zero", "trace_events_twice", "trace_events_an_object",
+                 "trace_entry_not_an_event", "trace_gzip_truncated"}
 
 
 def _fifo_named(folder: Path, name: str) -> Path:

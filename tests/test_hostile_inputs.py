@@ -144,7 +144,8 @@ def test_trace_inputs(name, command, tmp_path, capsys):
         assert line.startswith("error: ") and str(path) in line
     elif command == "trace-json":
         _shares_within_bounds(json.loads(out, parse_constant=_not_json))  # bare NaN or Infinity is not JSON
-    if name in ("trace_negative_duration", "trace_nan_duration"):
+    assert (code == 2) == (name in hostile.TRACE_REFUSED), f"{name}: exit {code}\n{err[-2000:]}"
+    if name in hostile.TRACE_LEFT_OUT:
         assert code == 0 and f"warning: {path}: left out 1 event(s)" in err
 
 
@@ -223,6 +224,31 @@ def test_lone_surrogates_are_shown_with_the_replacement_character(tmp_path, caps
     assert "matmul/\ufffd/matmul/square" in captured.out and "AMD \ufffd EPYC" in captured.out
     assert f"warning: {path}: 4 lone UTF-16 surrogate(s) in its text, shown as U+FFFD" in captured.err
     assert load([path]).iloc[0]["lay\ufffder"] == "sq\ufffduare"  # a param's name and value
+
+
+def test_a_trace_read_as_a_json_reader_would_or_refused(tmp_path, capsys):
+    """Two traceEvents were both counted (a JSON reader keeps the last); device `true` took device 1's events (as
+    a key, True is 1); a deviceProperties object was dropped without a word."""
+    twice = hostile.TRACES["trace_events_twice"](tmp_path)
+    assert run(["trace", str(twice)], capsys)[2] == (f"error: {twice}: traceEvents appears twice; which one holds "
+                                                     "the events is not knowable\n")
+    path = hostile.TRACES["trace_device_true_and_1"](tmp_path)
+    code, out, _ = run(["trace", str(path), "--json"], capsys)
+    devices = {d["device"]: d["event_count"] for d in json.loads(out)["devices"]}
+    assert code == 0 and devices == {0: 2, "true": 1, 1: 1}
+    path = hostile.TRACES["trace_device_properties_object"](tmp_path)
+    code, _, err = run(["trace", str(path)], capsys)
+    assert code == 0 and f"warning: {path}: deviceProperties is not a list but " in err
+
+
+def test_an_event_without_a_usable_time_is_left_out_and_the_rest_summarized(tmp_path, capsys):
+    for name in ("trace_ts_missing", "trace_dur_null", "trace_ts_text"):
+        path = hostile.TRACES[name](tmp_path)
+        code, out, _ = run(["trace", str(path), "--json"], capsys)
+        assert code == 0 and json.loads(out)["devices"][0]["event_count"] == 2, name
+    path = hostile.TRACES["trace_copy_bytes_text"](tmp_path)
+    code, out, _ = run(["trace", str(path), "--json"], capsys)
+    assert code == 0 and json.loads(out)["host"]["copies_without_bytes"] == 1
 
 
 def test_a_device_written_as_text_and_as_a_number_is_one_device(tmp_path, capsys):

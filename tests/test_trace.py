@@ -389,7 +389,7 @@ def broken_files(tmp_path: Path) -> dict[str, Path]:
         "truncated.json": whole[: len(whole) * 2 // 3],
         "empty.json": "",
         "no_events.json": json.dumps({"schemaVersion": 1}),
-        "bad_event.json": json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "x", "dur": 1}]}),
+        "bad_event.json": json.dumps({"traceEvents": [["X", "kernel", "k", 1000, 1]]}),  # an entry that is no event
         "trailing.json": whole + "}",
         "binary.json.gz": "",
     }
