@@ -45,8 +45,7 @@ def tests_share_params(frame: pd.DataFrame, axes: list[str]) -> bool:
     same. The same test in several runs does not count (a `run` column tells those apart)."""
     if "name" not in frame:
         return False
-    values = frame[axes].astype(str).agg("\0".join, axis=1)
-    return bool(frame.groupby(values)["name"].nunique().gt(1).any())
+    return bool(frame.groupby(axes, dropna=False, sort=False)["name"].nunique().gt(1).any())
 
 
 def terminal_width() -> int:
