@@ -80,7 +80,9 @@ def markdown_frame(table: pd.DataFrame) -> pd.DataFrame:
     """The table with every text cell and column name as `markdown_text`; numbers stay numbers."""
     out = table.rename(columns=markdown_text)
     for column in out.select_dtypes(include=["object", "string"]).columns:
-        out[column] = out[column].map(lambda v: markdown_text(v) if isinstance(v, str) else v)
+        # built as objects: a map would infer text and turn a missing value (None, drawn blank) into NaN ("nan")
+        out[column] = pd.Series([markdown_text(v) if isinstance(v, str) else v for v in out[column]],
+                                index=out.index, dtype=object)
     return out
 
 

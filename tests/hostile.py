@@ -7,9 +7,9 @@ one outcome, the set it is in below: REFUSED (the file cannot be used: exit 2 wh
 in a folder), INVALID_MEDIAN (its case is listed as invalid with why, never shown as a time), LEFT_OUT (the field
 named is left out with a warning naming the file and the field), RENAMED (a key named like a report column is
 loaded under another name and the column keeps its meaning), SAMPLES_ONLY (a bad raw sample: only `compare` reads
-them, and warns), WARNED (another warning naming the file), or BENIGN (read as it is, nothing to warn about). A trace item is in
-TRACE_REFUSED (one error line, exit 2), in TRACE_LEFT_OUT (an event without usable times left out, with a
-warning), or neither (summarized, its shares within bounds).
+them, and warns), WARNED (another warning naming the file), or BENIGN (read as it is, nothing to warn about).
+A trace item is in TRACE_REFUSED (one error line, exit 2), in TRACE_LEFT_OUT (an event without usable times left
+out, with a warning), or neither (summarized, its shares within bounds).
 """
 
 from __future__ import annotations
