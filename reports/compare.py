@@ -22,9 +22,20 @@ from reports.change import ASSUMED_NOISE_PCT, DEFAULT_THRESHOLD_PCT, VERDICTS
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import load
+from reports.format.outputs import refuse_inputs, write_text
 from reports.format.schema import COMPARE_SCHEMA_VERSION
 from reports.gate import FAILED, GATE_STATUS, NOT_JUDGED, PASSED, gate_failures, gate_not_judged, gate_status
-from reports.text import fit, format_time, percent, probability, signed_percent, terminal_width
+from reports.text import (
+    MARKDOWN,
+    fit,
+    format_time,
+    markdown_code,
+    markdown_text,
+    percent,
+    probability,
+    signed_percent,
+    terminal_width,
+)
 from reports.verdicts import DEFAULT_ALPHA, DEFAULT_LAST, Comparison, Verdict, compare, noise_sources, smallest_slower
 
 
@@ -87,13 +98,14 @@ def summary_line(result: Comparison) -> str:
 
 def render(result: Comparison, markdown: bool, width: int | None = None) -> str:
     """The report: summary, the cases that changed or are unsure, then (collapsed in markdown) the same ones."""
-    fmt = "github" if markdown else "simple"
+    fmt = MARKDOWN if markdown else "simple"
     bold = "**" if markdown else ""
     head = "## Benchmark comparison\n\n" if markdown else ""
-    lines = [f"{head}baseline: {result.baseline}\ncandidate: {result.candidate}"]
+    shown = markdown_text if markdown else str  # names from the results files
+    lines = [f"{head}baseline: {shown(result.baseline)}\ncandidate: {shown(result.candidate)}"]
     if result.identity_changes:
-        lines.append(f"{bold}identity differs: {'; '.join(result.identity_changes)}{bold} (a likely cause of any "
-                     "change below)")
+        differs = shown("; ".join(result.identity_changes))
+        lines.append(f"{bold}identity differs: {differs}{bold} (a likely cause of any change below)")
     if result.verdicts:
         lines.append(noise_line(result) if width is None else textwrap.fill(noise_line(result), width))
     lines += ["", summary_line(result)]
@@ -133,7 +145,7 @@ def case_list(title: str, cases: list[str], markdown: bool) -> str:
     then the rest counted by group; in markdown every case, folded under the heading."""
     heading = f"{title.capitalize()} ({len(cases)}):"
     if markdown:
-        items = "\n".join(f"- `{c}`" for c in cases)
+        items = "\n".join(f"- {markdown_code(c)}" for c in cases)
         return f"<details><summary>{heading}</summary>\n\n{items}\n\n</details>"
     shown = [f"  {c}" for c in cases[:LISTED]]
     rest = cases[LISTED:]
@@ -181,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--last {args.last}: expected a number of baseline runs >= 1")
     if not (math.isfinite(args.noise_floor) and args.noise_floor >= 0):
         raise InputError(f"--noise-floor {args.noise_floor}: must be a finite percentage >= 0")
+    if args.json:
+        refuse_inputs("--json", [args.json], [args.baseline, args.candidate])
     base, cand = load([args.baseline]), load([args.candidate])
     result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices,
                      args.last, args.noise_floor)
@@ -200,11 +214,7 @@ def run(args: argparse.Namespace) -> int:
 
 def write_document(found: dict, path: str) -> None:
     """The comparison as strict JSON; a path that cannot be written is an InputError before anything is printed."""
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(strict_json.dumps(found, indent=1) + "\n")
-    except OSError as exc:
-        raise InputError(f"--json {path}: cannot write ({exc.strerror or exc})") from None
+    write_text(path, strict_json.dumps(found, indent=1) + "\n", option="--json")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -27,6 +27,7 @@ from matplotlib.patches import Patch
 from reports import marks
 from reports.format.errors import InputError
 from reports.format.load import load, output_dir
+from reports.format.outputs import refuse_inputs, save_figure
 from reports.plots import effects
 from reports.plots.style import hatch_bar, hatched_entry, text
 from reports.text import axes_of, fit, fitted, format_time, run_notes, slug, terminal_width, with_legend
@@ -163,8 +164,7 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
                frameon=False)  # the title holds the top
     fig.suptitle(text(f"{group}: the same cases on each system"))
     path = outdir / f"hardware_{slug(group)}.png"
-    fig.savefig(path, dpi=100)
-    return path
+    return save_figure(fig, path, dpi=100)
 
 
 def plots(rows: pd.DataFrame, baseline: str, outdir: Path) -> list[Path]:
@@ -195,6 +195,7 @@ def render(rows: pd.DataFrame, baseline: str, fmt: str, torch: bool = False, wid
 
 def run(args: argparse.Namespace) -> int:
     if args.out:
+        refuse_inputs("-o", [args.out], args.results)
         output_dir(args.out)  # checked before any work: an unusable folder is not found after the report
     rows, baseline = side_by_side(load(args.results, samples=False), args.baseline)
     if rows["system"].nunique() < 2:

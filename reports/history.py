@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tabulate import tabulate
+import pandas as pd
 
 from reports import marks
 from reports.format.load import load, output_dir
+from reports.format.outputs import refuse_inputs
 from reports.plots import levels
 from reports.stats import MIN_RUNS
-from reports.text import file_stem, format_time, percent
+from reports.text import MARKDOWN, file_stem, fit, format_time, percent
 from reports.timeline import Trend, trends
 
 
@@ -68,6 +69,7 @@ def plots(found: list[Trend], outdir: Path) -> tuple[list[Path], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     if args.out:
+        refuse_inputs("-o", [args.out], args.results)
         output_dir(args.out)  # checked before any work: an unusable folder is not found after the report
     frame = load(args.results, samples=False)
     if args.group:
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
               f"{longest} run{'s' if longest != 1 else ''} (compare two runs with `python -m reports compare`)\n")
     shown = found if args.all else [t for t in found if t.steps]
     if shown:
-        print(tabulate(table_rows(shown), headers="keys", tablefmt="github" if args.markdown else "simple"))
+        print(fit(pd.DataFrame(table_rows(shown)), MARKDOWN if args.markdown else "simple", None))
         if key := legend(shown):
             print(f"\n{key}")
     if args.out:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from reports import change, device_peaks, hardware, history_html, levers, marks, plot
 from reports.format.load import load, output_dir, runs, warn
+from reports.format.outputs import refuse_inputs, write_text
 from reports.plots import effects
 from reports.table import group_table, with_run
 from reports.text import constant_columns, not_measured, run_notes
@@ -230,12 +231,11 @@ def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None, good: p
 
 
 def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None, good: pd.DataFrame | None = None) -> Path:
-    path = output_dir(outdir) / "index.html"
-    path.write_text(page(frame, outdir, baseline, good), encoding="utf-8")
-    return path
+    return write_text(output_dir(outdir) / "index.html", page(frame, outdir, baseline, good))
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_inputs("-o", [args.out, Path(args.out) / "index.html"], [*args.results, *(args.good or [])])
     output_dir(args.out)
     good = history_html.good_frame(args.good)
     print(write(load(args.results, samples=False), Path(args.out), args.baseline, good))

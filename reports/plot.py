@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import pandas as pd
 
 from reports.format.load import load, output_dir
+from reports.format.outputs import refuse_inputs
 from reports.plots import attention, batch, conv, matmul, roofline
 from reports.text import run_notes
 
@@ -49,6 +50,7 @@ def write_all(frame: pd.DataFrame, outdir: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_inputs("-o", [args.out], args.results)
     output_dir(args.out)
     frame = load(args.results, samples=False)
     for note in run_notes(frame):  # also in the title of each of its plots

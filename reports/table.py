@@ -17,7 +17,18 @@ import pandas as pd
 
 from reports import marks
 from reports.format.load import load
-from reports.text import axes_of, fit, fitted, format_time, not_measured, run_notes, terminal_width, with_legend
+from reports.text import (
+    MARKDOWN,
+    axes_of,
+    fit,
+    fitted,
+    format_time,
+    markdown_text,
+    not_measured,
+    run_notes,
+    terminal_width,
+    with_legend,
+)
 
 # A suite's axes are its cases' params (in the order the cases name them), then the figures below that the
 # group has; absent columns are left out, never filled in.
@@ -73,14 +84,17 @@ def render(frame: pd.DataFrame, fmt: str, extra: tuple[str, ...] = (), width: in
            wide: bool = False) -> str:
     """All groups and devices of the frame as text tables under a heading each, after a note per run cut short
     (wrapped at `width`, as the tables are). Markdown (fmt `github`) is never cut to a width: a browser wraps it."""
-    width = None if fmt == "github" else width
+    width = None if fmt == MARKDOWN else width
     parts = [textwrap.fill(line, width) if width is not None else line for line in run_notes(frame)]
     for (group, device), part in frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True):
         measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[0:0]
-        text = f"## {group} on {device}\n\n"
+        heading = f"{group} on {device}"
+        text = f"## {markdown_text(heading) if fmt == MARKDOWN else heading}\n\n"
         if not measured.empty:
             text += section(measured, fmt, width, extra, wide)
         skipped = not_measured(part)
+        if fmt == MARKDOWN:
+            skipped = "\n".join(markdown_text(line) for line in skipped.splitlines())
         if skipped and width is not None:
             skipped = "\n".join(textwrap.fill(line, width, subsequent_indent="  ") for line in skipped.splitlines())
         parts.append(text + (f"\n\nNot measured:\n{skipped}" if skipped else ""))
@@ -91,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     frame = load(args.results, samples=False)
     if args.group:
         frame = frame[frame["group"] == args.group]
-    print(render(frame, "github" if args.markdown else "simple", ("torch",) if args.torch else (), terminal_width(),
+    print(render(frame, MARKDOWN if args.markdown else "simple", ("torch",) if args.torch else (), terminal_width(),
                  args.wide))
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import math
 import re
 import shutil
@@ -28,14 +29,23 @@ MIN_WRAP = 12  # narrowest it gets at all
 
 def axes_of(frame: pd.DataFrame) -> list[str]:
     """The param columns of the group's cases, first-seen order; `name` first when some case records no params
-    (other projects' files), so every row stays identifiable."""
+    (other projects' files) or when two tests share param values (kornia's `rgb_to_yuv` and `yuv_to_rgb`, each
+    over the same shapes), so every row stays identifiable."""
     names: dict[str, None] = {}
     for text in frame.get("param_names", pd.Series(dtype=object)).dropna():
         names.update(dict.fromkeys(n for n in str(text).split(",") if n))
     axes = [n for n in names if n in frame and frame[n].notna().any()]
-    if not axes or frame[axes].isna().all(axis=1).any():
+    if not axes or frame[axes].isna().all(axis=1).any() or tests_share_params(frame, axes):
         return ["name", *axes]
     return axes
+
+
+def tests_share_params(frame: pd.DataFrame, axes: list[str]) -> bool:
+    """Whether rows of different tests (names) hold the same values of the axes: without the name they look the
+    same. The same test in several runs does not count (a `run` column tells those apart)."""
+    if "name" not in frame:
+        return False
+    return bool(frame.groupby(axes, dropna=False, sort=False)["name"].nunique().gt(1).any())
 
 
 def terminal_width() -> int:
@@ -47,6 +57,35 @@ def widest(text: str) -> int:
     return max((len(line) for line in text.splitlines()), default=0)
 
 
+MARKDOWN = "github"  # tabulate's format of a GitHub markdown table
+
+
+def markdown_text(text: object) -> str:
+    """Text from a results file as GitHub markdown shows it, never runs it: HTML's special characters as entities
+    (a `<script>` in a case name is shown as text), `|` escaped (it ends a table cell: the columns of a CI job
+    summary shifted), a line break as a space (it ends a table row)."""
+    return html.escape(" ".join(str(text).splitlines()), quote=False).replace("|", "\\|")
+
+
+def markdown_code(text: object) -> str:
+    """Text as a markdown code span, shown as it is (a code span runs no HTML): fenced by one backtick more than
+    the longest run of backticks inside it, as CommonMark has it, on one line."""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with every text cell and column name as `markdown_text`; numbers stay numbers."""
+    out = table.rename(columns=markdown_text)
+    for column in out.select_dtypes(include=["object", "string"]).columns:
+        # built as objects: a map would infer text and turn a missing value (None, drawn blank) into NaN ("nan")
+        out[column] = pd.Series([markdown_text(v) if isinstance(v, str) else v for v in out[column]],
+                                index=out.index, dtype=object)
+    return out
+
+
 def fit(table: pd.DataFrame, fmt: str, width: int | None, wrap: dict[str, int | tuple[int, int]] | None = None,
         drop_order: list[str] | tuple[str, ...] = (), **options: object) -> str:
     """The table as text no wider than `width` (None: as wide as it comes). Until it fits: the `wrap` columns
@@ -54,6 +93,8 @@ def fit(table: pd.DataFrame, fmt: str, width: int | None, wrap: dict[str, int | 
     `drop_order` columns are left out one by one (named under the table), then the wrapped columns narrow down
     to MIN_WRAP."""
     options = {"headers": "keys", "tablefmt": fmt, "showindex": False, "missingval": ""} | options
+    if fmt == MARKDOWN:
+        table = markdown_frame(table)
 
     def draw(frame: pd.DataFrame, limits: dict[str, int]) -> str:
         widths = [limits.get(c) for c in frame.columns]
@@ -167,6 +208,7 @@ def fitted(table: pd.DataFrame, rows: pd.DataFrame, fmt: str, width: int | None,
                                                           "shows them)", width)
     text = with_legend(text, table, width)
     head = textwrap.fill(head, width) if head and width is not None else head
+    head = markdown_text(head) if head and fmt == MARKDOWN else head
     return f"{head}\n\n{text}" if head else text
 
 

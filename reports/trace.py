@@ -34,6 +34,10 @@ from reports.format.kineto.summary import (
 )
 
 NAME_WIDTH = 90
+# Devices given a full section each (figures, classes, top kernels, steps); a trace of more (a hostile one held
+# 100,000 device ids) gives the rest one row each in one table, which takes seconds, not minutes. --json has every
+# device in full.
+DEVICES_IN_FULL = 16
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,16 +85,17 @@ def summary_to_text(summary: TraceSummary, top: int) -> str:
     message = no_gpu_message(summary)
     if message:
         parts.append(message)
-    for device in summary.devices:
+    for device in summary.devices[:DEVICES_IN_FULL]:
         parts.append(_device_text(device, top))
+    if rest := summary.devices[DEVICES_IN_FULL:]:
+        parts.append(f"{len(rest)} more GPU devices, one row each (--json gives each in full):\n{_devices_table(rest)}")
     parts.append(_host_text(summary.host))
     return "\n\n".join(parts)
 
 
 def _device_text(device: DeviceSummary, top: int) -> str:
     figures = device.overall
-    title = f"GPU {device.device}" + (f" ({device.name})" if device.name else "")
-    header = f"{title}: {figures.event_count} GPU events, {figures.kernel_count} kernels"
+    header = f"{_title(device)}: {figures.event_count} GPU events, {figures.kernel_count} kernels"
     tables = [header, _figures_table([("all", figures)])]
     tables.append(
         tabulate(
@@ -114,6 +119,25 @@ def _device_text(device: DeviceSummary, top: int) -> str:
     return "\n\n".join(tables)
 
 
+def _devices_table(devices: list[DeviceSummary]) -> str:
+    """One row per device: its figures as `_figures_table` has them, drawn by pandas, which takes a second or two
+    for 100,000 rows where tabulate took a minute (imported here only: a trace of a few devices never needs it)."""
+    import pandas as pd
+
+    rows = [(_title(d), *(getattr(d.overall, key) for key in FIGURES), _share(d.overall), d.overall.kernel_count)
+            for d in devices]
+    table = pd.DataFrame(rows, columns=["device", *FIGURES, "tensor_core_share", "kernels"])
+    return table.to_string(index=False, float_format=lambda x: f"{x:.2f}")
+
+
+def _share(figures: Breakdown) -> str:
+    return "-" if figures.tensor_core_share is None else f"{100 * figures.tensor_core_share:.1f}%"
+
+
+def _title(device: DeviceSummary) -> str:
+    return f"GPU {device.device}" + (f" ({device.name})" if device.name else "")
+
+
 def _figures_table(rows: list[tuple[str, Breakdown]]) -> str:
     """One row per (label, breakdown): times, tensor-core share, kernel count."""
     return tabulate(
@@ -121,7 +145,7 @@ def _figures_table(rows: list[tuple[str, Breakdown]]) -> str:
             (
                 label,
                 *(getattr(figures, key) for key in FIGURES),
-                "-" if figures.tensor_core_share is None else f"{100 * figures.tensor_core_share:.1f}%",
+                _share(figures),
                 figures.kernel_count,
             )
             for label, figures in rows

@@ -8,6 +8,8 @@ in a folder), INVALID_MEDIAN (its case is listed as invalid with why, never show
 named is left out with a warning naming the file and the field), RENAMED (a key named like a report column is
 loaded under another name and the column keeps its meaning), SAMPLES_ONLY (a bad raw sample: only `compare` reads
 them, and warns), WARNED (another warning naming the file), or BENIGN (read as it is, nothing to warn about).
+A trace item is in TRACE_REFUSED (one error line, exit 2), in TRACE_LEFT_OUT (an event without usable times left
+out, with a warning), or neither (summarized, its shares within bounds).
 """
 
 from __future__ import annotations
@@ -168,6 +170,50 @@ def _lone_surrogates(data: dict) -> None:
     data["machine_info"]["cpu_info"]["model"] = "AMD \udbff EPYC"
 
 
+# Text a spreadsheet runs as a formula (OWASP's CSV injection examples), one per case, in the case name and a param.
+FORMULAS = ('=HYPERLINK("http://example.invalid","x")', "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)", "+1+1")
+
+
+def _names_like_formulas(data: dict) -> None:
+    for formula, entry in zip(FORMULAS, data["benchmarks"], strict=True):
+        entry["extra_info"]["case"] = f"{formula}/{entry['extra_info']['case']}"
+        entry["params"]["label"] = formula
+        entry["params"]["offset"] = -3  # a negative number: a number, never text
+
+
+def _names_with_bare_cr(data: dict) -> None:
+    """A bare carriage return in three case names and a param's value (rows split in a CSV that left it bare)."""
+    for entry in data["benchmarks"][:3]:
+        entry["extra_info"]["case"] = entry["extra_info"]["case"].replace("/", "/\r", 1)
+        entry["params"]["label"] = "a\rb"
+
+
+MARKUP = ("<script>alert(1)</script>", "a|b")  # HTML a page would run, a pipe that ends a markdown table cell
+
+
+def _names_with_markup(data: dict) -> None:
+    """Markup in case names, a param's value, a not-measured case's reason and the device name."""
+    data["machine_info"]["cpu_info"]["model"] = f"{MARKUP[0]} {MARKUP[1]}"
+    for i, entry in enumerate(data["benchmarks"]):
+        entry["extra_info"]["case"] = f"{MARKUP[i % 2]}/{entry['extra_info']['case']}"
+        entry["params"]["label"] = MARKUP[i % 2]
+    for entry in data["not_measured"]:
+        entry["extra_info"]["reason"] = f"{MARKUP[0]} | {MARKUP[1]}"
+
+
+def _ints_beyond_64_bits(data: dict) -> None:
+    """A param and an extra_info field of every timed case holding an integer past 64 bits."""
+    for entry in data["benchmarks"]:
+        entry["params"]["size"] = 2**70
+        entry["extra_info"]["seed"] = 2**64 + 1
+
+
+def _samples_past_a_spreadsheet_cell(entry: dict) -> None:
+    """Raw samples whose JSON text is longer than a spreadsheet cell holds (32,767 characters)."""
+    median = entry["stats"]["median"]
+    entry["stats"]["data"] = [median * (1 + i / 1e6) for i in range(5000)]
+
+
 def _deep(depth: int) -> bytes:
     return b'{"benchmarks": [' + b"[" * depth + b"]" * depth + b"]}"
 
@@ -274,6 +320,14 @@ RESULTS: dict[str, Writer] = {
     "param_named_tflops": _one_case(lambda e: e["params"].update(tflops="fast")),
     "extra_named_file": _one_case(_extra(file="other.json", machine_id="GPU-0")),
     "extra_named_throttled": _one_case(_extra(throttled=True)),
+    # text a CSV and a spreadsheet must keep as text, in one cell
+    "names_like_formulas": _top(_names_like_formulas),
+    "names_with_bare_cr": _top(_names_with_bare_cr),
+    "samples_past_a_spreadsheet_cell": _one_case(_samples_past_a_spreadsheet_cell),
+    # integers no 64-bit column holds (Parquet export raised OverflowError)
+    "ints_beyond_64_bits": _top(_ints_beyond_64_bits),
+    # text a markdown table or a page must show, never run or split on
+    "names_with_markup": _top(_names_with_markup),
 }
 
 # The file cannot be used: exit 2 with one line naming it; inside a folder, skipped with a warning.
@@ -321,7 +375,9 @@ SAMPLES_ONLY = {"data_strings", "data_negative"}
 WARNED = {"unknown_top_level", "duplicate_case", "entries_without_names", "lone_surrogates"}
 # Items the reports read as they are (a byte order mark is still UTF-8 text, a number is a fine group name).
 BENIGN = {"attention_seq_text", "bom", "case_ids_differing_in_separator", "mathtext_names", "mathtext_batch_device",
-          "names_300_chars", "group_number", "params_list_values", "batch_seq_text"}
+          "names_300_chars", "group_number", "params_list_values", "batch_seq_text", "names_like_formulas",
+          "names_with_bare_cr", "samples_past_a_spreadsheet_cell", "names_with_markup",
+          "ints_beyond_64_bits"}
 OUTCOMES = {"refused": REFUSED, "invalid": INVALID_MEDIAN, "left out": set(LEFT_OUT), "renamed": set(RENAMED),
             "samples only": SAMPLES_ONLY, "warned": WARNED, "benign": BENIGN}
 
@@ -329,8 +385,9 @@ OUTCOMES = {"refused": REFUSED, "invalid": INVALID_MEDIAN, "left out": set(LEFT_
 PLOT_WARNINGS = {"attention_seq_text"}
 
 
-def _event(name: object = "volta_h884gemm_64x64_nt", ts: object = 1000, dur: object = 10, **args: object) -> dict:
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+def _event(name: object = "volta_h884gemm_64x64_nt", ts: object = 1000, dur: object = 10, cat: str = "kernel",
+           **args: object) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
             "args": {"device": 0, "correlation": 1, **args}}
 
 
@@ -341,6 +398,16 @@ def _trace(*events: dict, **top: object) -> Writer:
         path.write_text(json.dumps({"traceEvents": [*good, *events], **top}))
         return path
     return write
+
+
+def many_devices_trace(folder: Path, devices: int = 100_000) -> Path:
+    """One kernel on each of `devices` device ids (a pass over every event per device was quadratic: 67 to 120
+    s); kernel i lasts 1 + i % 5 us."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"kernel_{i % 7}", "pid": 0, "tid": 7, "ts": 1000 + i,
+               "dur": 1 + i % 5, "args": {"device": i, "correlation": i}} for i in range(devices)]
+    path = folder / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
 
 
 TRACES: dict[str, Writer] = {
@@ -360,7 +427,29 @@ TRACES: dict[str, Writer] = {
     "trace_device_text_and_number": _trace(_event(ts=1040, device="0"), _event(ts=1060, device=0.0)),
     "trace_fifo": lambda folder: _fifo_named(folder, "trace.json"),
     "trace_link_to_dev_zero": lambda folder: _link_named(folder, "trace.json"),
+    "trace_100k_device_ids": many_devices_trace,
+    # times missing or not numbers: once the whole trace was refused for one such event, while a NaN was left out
+    "trace_ts_missing": _trace({k: v for k, v in _event(ts=1040).items() if k != "ts"}),
+    "trace_dur_null": _trace(_event(ts=1040, dur=None)),
+    "trace_copy_bytes_text": _trace(_event("Memcpy HtoD (Pageable -> Device)", 1040, cat="gpu_memcpy", bytes="many")),
+    # what a JSON reader reads otherwise, or a structure that holds no events
+    "trace_events_twice": _raw(f'{{"traceEvents": [{json.dumps(_event())}], '
+                               f'"traceEvents": [{json.dumps(_event(ts=5000))}]}}', "trace.json"),
+    "trace_events_an_object": _raw(f'{{"traceEvents": {{"0": {json.dumps(_event())}}}}}', "trace.json"),
+    "trace_entry_not_an_event": _trace([_event(ts=1040)]),
+    "trace_device_true_and_1": _trace(_event(ts=1040, device=True), _event(ts=1060, device=1)),
+    "trace_device_properties_object": _trace(deviceProperties={"id": 0, "name": "NVIDIA A100"}),
+    "trace_gzip_truncated": _raw(gzip.compress(json.dumps({"traceEvents": [_event()] * 200}).encode())[:-4],
+                                 "trace.json.gz"),  # every event there, the end of the gzip stream cut
 }
+
+# Traces with events whose times cannot be used: left out, counted in one warning naming the file.
+TRACE_LEFT_OUT = {"trace_negative_duration", "trace_nan_duration", "trace_ts_text", "trace_ts_missing",
+                  "trace_dur_null"}
+# Traces that cannot be read as they are: one error line naming the file, exit 2.
+TRACE_REFUSED = {"trace_empty", "trace_truncated", "trace_gzip_garbage", "trace_deep", "trace_fifo",
+                 "trace_link_to_dev_zero", "trace_events_twice", "trace_events_an_object",
+                 "trace_entry_not_an_event", "trace_gzip_truncated"}
 
 
 def _fifo_named(folder: Path, name: str) -> Path:

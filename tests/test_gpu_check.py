@@ -447,6 +447,32 @@ def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
         assert err.startswith(f"error: --out {out}") and len(err.strip().splitlines()) == 1
 
 
+def _symlink_loop(tmp_path: Path) -> Path:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    return tmp_path / "a"
+
+
+def _rows_file_a_folder(tmp_path: Path) -> Path:
+    (tmp_path / "out" / "rows.jsonl").mkdir(parents=True)
+    return tmp_path / "out"
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    (_symlink_loop, "is a symlink that leads nowhere (a loop, or a missing target)"),
+    (lambda tmp_path: _symlink_loop(tmp_path) / "sub", "cannot create output directory (Too many levels of symbolic"),
+    (_rows_file_a_folder, "cannot write rows.jsonl there (Is a directory)"),
+], ids=["symlink_loop", "inside_a_symlink_loop", "rows_jsonl_a_folder"])
+def test_an_out_folder_it_cannot_use_is_one_line_before_any_step(make, says, tmp_path, capsys):
+    """A symlink loop raised RuntimeError from Path.resolve; a folder named rows.jsonl an IsADirectoryError once
+    the first row came."""
+    out = make(tmp_path)
+    assert command.main(["--device", "cpu", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(f"error: --out {out}")
+    assert len(captured.err.strip().splitlines()) == 1 and says in captured.err
+
+
 def test_outside_a_checkout_the_check_says_it_needs_one(tmp_path, monkeypatch):
     for package in ("suites", "reports"):  # the packages alone, as an installed copy would be
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))

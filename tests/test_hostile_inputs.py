@@ -144,7 +144,8 @@ def test_trace_inputs(name, command, tmp_path, capsys):
         assert line.startswith("error: ") and str(path) in line
     elif command == "trace-json":
         _shares_within_bounds(json.loads(out, parse_constant=_not_json))  # bare NaN or Infinity is not JSON
-    if name in ("trace_negative_duration", "trace_nan_duration"):
+    assert (code == 2) == (name in hostile.TRACE_REFUSED), f"{name}: exit {code}\n{err[-2000:]}"
+    if name in hostile.TRACE_LEFT_OUT:
         assert code == 0 and f"warning: {path}: left out 1 event(s)" in err
 
 
@@ -156,6 +157,16 @@ def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(command, tm
     assert out == ""
     assert code == 2 and err.strip().splitlines() == [f"error: {blocker}: is a file; the output needs a directory"]
     assert blocker.read_text() == "a file"
+
+
+@pytest.mark.parametrize("command", ["plot", "html", "history", "hardware"])
+def test_an_output_folder_that_is_a_symlink_loop_is_one_line_before_any_work(command, tmp_path, capsys):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    code, out, err = run([command, str(hostile.good_run(tmp_path)), "-o", str(tmp_path / "a")], capsys)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"error: {tmp_path / 'a'}: is a symlink that leads nowhere (a loop, or a "
+                                        "missing target); the output needs a directory"]
 
 
 @pytest.mark.parametrize("name", sorted(hostile.RENAMED))
@@ -215,7 +226,96 @@ def test_lone_surrogates_are_shown_with_the_replacement_character(tmp_path, caps
     assert load([path]).iloc[0]["lay\ufffder"] == "sq\ufffduare"  # a param's name and value
 
 
+def test_a_trace_read_as_a_json_reader_would_or_refused(tmp_path, capsys):
+    """Two traceEvents were both counted (a JSON reader keeps the last); device `true` took device 1's events (as
+    a key, True is 1); a deviceProperties object was dropped without a word."""
+    twice = hostile.TRACES["trace_events_twice"](tmp_path)
+    assert run(["trace", str(twice)], capsys)[2] == (f"error: {twice}: traceEvents appears twice; which one holds "
+                                                     "the events is not knowable\n")
+    path = hostile.TRACES["trace_device_true_and_1"](tmp_path)
+    code, out, _ = run(["trace", str(path), "--json"], capsys)
+    devices = {d["device"]: d["event_count"] for d in json.loads(out)["devices"]}
+    assert code == 0 and devices == {0: 2, "true": 1, 1: 1}
+    path = hostile.TRACES["trace_device_properties_object"](tmp_path)
+    code, _, err = run(["trace", str(path)], capsys)
+    assert code == 0 and f"warning: {path}: deviceProperties is not a list but " in err
+
+
+def test_an_event_without_a_usable_time_is_left_out_and_the_rest_summarized(tmp_path, capsys):
+    for name in ("trace_ts_missing", "trace_dur_null", "trace_ts_text"):
+        path = hostile.TRACES[name](tmp_path)
+        code, out, _ = run(["trace", str(path), "--json"], capsys)
+        assert code == 0 and json.loads(out)["devices"][0]["event_count"] == 2, name
+    path = hostile.TRACES["trace_copy_bytes_text"](tmp_path)
+    code, out, _ = run(["trace", str(path), "--json"], capsys)
+    assert code == 0 and json.loads(out)["host"]["copies_without_bytes"] == 1
+
+
 def test_a_device_written_as_text_and_as_a_number_is_one_device(tmp_path, capsys):
     path = hostile.TRACES["trace_device_text_and_number"](tmp_path)
     code, out, _ = run(["trace", str(path), "--json"], capsys)
     assert code == 0 and [d["device"] for d in json.loads(out)["devices"]] == [0]
+
+
+def _output_naming_an_input(kind: str, run: Path, folder: Path) -> Path:
+    """An output path that names the input `run` (or the folder holding it): as given, by a symlink, by another
+    spelling of the path, or as a results file a named folder holds."""
+    if kind == "symlink":
+        (folder / "link.csv").symlink_to(run)
+        return folder / "link.csv"
+    if kind == "other_spelling":
+        return run.parent / ".." / run.parent.name / run.name
+    return run
+
+
+# Each command with an output option, the output naming one of its inputs: (argv, the input the output names).
+OVERWRITES = {
+    "compare_json_baseline": lambda run, good, out: ["compare", run, good, "--json", out],
+    "compare_json_candidate": lambda run, good, out: ["compare", good, run, "--json", out],
+    "export": lambda run, good, out: ["export", run, "-o", out],
+}
+FOLDER_OUTPUTS = ("plot", "history", "hardware", "html")
+
+
+@pytest.mark.parametrize("kind", ["same_path", "symlink", "other_spelling"])
+@pytest.mark.parametrize("command", sorted(OVERWRITES))
+def test_an_output_naming_an_input_is_refused_before_any_work(command, kind, tmp_path, capsys):
+    run_path = hostile.good_run(tmp_path)
+    good = shutil.copy(run_path, tmp_path / "other.json")
+    before = run_path.read_bytes()
+    out = _output_naming_an_input(kind, run_path, tmp_path)
+    code, stdout, err = run([str(a) for a in OVERWRITES[command](run_path, good, out)], capsys)
+    assert code == 2 and stdout == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: ") and f" {out}: is the input " in line and "refusing to overwrite an input" in line
+    assert run_path.read_bytes() == before
+
+
+def test_an_output_that_is_a_file_inside_an_input_folder_is_refused(tmp_path, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    inside = hostile.good_run(folder)
+    before = inside.read_bytes()
+    code, stdout, err = run(["compare", str(folder), str(hostile.RUN_A), "--json", str(inside)], capsys)
+    assert code == 2 and stdout == "" and "refusing to overwrite an input" in err
+    assert inside.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", FOLDER_OUTPUTS)
+def test_an_output_folder_that_is_an_input_folder_is_refused(command, tmp_path, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    hostile.good_run(folder)
+    code, stdout, err = run([command, str(folder), "-o", str(folder)], capsys)
+    assert code == 2 and stdout == "" and "refusing to overwrite an input" in err
+    assert [p.name for p in folder.iterdir()] == ["good.json"]
+
+
+def test_an_html_page_over_its_input_is_refused(tmp_path, capsys):
+    """`html` writes OUT/index.html: an input of that name is an input the page would replace."""
+    out = tmp_path / "report"
+    out.mkdir()
+    page = shutil.copy(hostile.good_run(tmp_path), out / "index.html")
+    code, _, err = run(["html", str(page), "-o", str(out)], capsys)
+    assert code == 2 and f"error: -o {page}: is the input {page}" in err
+    assert json.loads(page.read_text())["benchmarks"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
 from reports.__main__ import main
+from tests import hostile
 from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
+from tests.runs import run_pytest
 
 # every suite's real runs: the widest tables (train_step's 15 params, collectives, the batch sweep), two runs of one
 # device (a run column), another project's file
@@ -64,3 +67,70 @@ def test_a_killed_runs_journal_says_so_in_the_table(tmp_path, capsys):
     journal.write_text("\n".join(lines) + "\n")
     assert main(["table", str(journal)]) == 0
     assert capsys.readouterr().out.startswith("INCOMPLETE run run.json.journal: the run ended without writing")
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row's cells, split where GitHub splits them: at every `|` not escaped."""
+    return re.split(r"(?<!\\)\|", line.strip().strip("|"))
+
+
+def _markdown_tables_hold(out: str) -> None:
+    """Every row of every markdown table has its header's columns, and no markup from the file is left raw."""
+    assert "<script>" not in out and "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    tables = re.findall(r"(?:^\|.*\n?)+", out, flags=re.MULTILINE)
+    assert tables
+    for table in tables:
+        widths = {len(_cells(line)) for line in table.splitlines()}
+        assert len(widths) == 1, table
+
+
+@pytest.mark.parametrize("command", ["table", "compare"])
+def test_markdown_escapes_pipes_and_html_from_the_results(command, tmp_path, capsys):
+    """A `|` in a case name or param shifted the columns of a CI job summary; `<script>` went through raw."""
+    path = str(hostile.RESULTS["names_with_markup"](tmp_path))
+    argv = ["table", path] if command == "table" else ["compare", path, path]
+    assert main([*argv, "--markdown"]) == 0
+    out = capsys.readouterr().out
+    _markdown_tables_hold(out)
+    assert "a\\|b" in out
+
+
+def test_the_html_report_escapes_every_name_from_the_results(tmp_path, capsys):
+    path = hostile.RESULTS["names_with_markup"](tmp_path)
+    assert main(["html", str(path), "-o", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+TWO_TESTS_SAME_PARAMS = '''
+import pytest
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("shape", [32, 64])
+def test_rgb_to_yuv(benchmark, batch, shape):
+    benchmark(sum, range(batch * shape))
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("shape", [32, 64])
+def test_yuv_to_rgb(benchmark, batch, shape):
+    benchmark(sum, range(batch * shape))
+'''
+
+
+def test_two_tests_over_the_same_params_keep_their_names(tmp_path, capsys):
+    """kornia's `rgb_to_yuv` and `yuv_to_rgb` rows (same params) could not be told apart: a real pytest-benchmark
+    run of two such tests, and every row of its table says which test it is."""
+    (tmp_path / "test_color.py").write_text(TWO_TESTS_SAME_PARAMS)
+    out = tmp_path / "color.json"
+    proc = run_pytest("test_color.py", f"--benchmark-json={out}", "--benchmark-max-time=0.001",
+                      "--benchmark-min-rounds=1", "--benchmark-warmup=off", cwd=tmp_path)
+    assert proc.returncode == 0, proc.tail()
+    assert main(["table", str(out), "--wide"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("test_")]
+    assert len(rows) == 8 and len({line.split()[0] for line in rows}) == 8
+    assert sum(line.startswith("test_rgb_to_yuv[") for line in rows) == 4
+
+
+def test_one_test_in_several_runs_gets_no_name_column(capsys):
+    assert main(["table", str(RUN_A), str(RUN_B), "--wide"]) == 0
+    assert "name" not in capsys.readouterr().out.split("\n\n")[2].splitlines()[0].split()

@@ -22,6 +22,8 @@ from reports.format.kineto import stream
 from reports.format.kineto.events import KERNEL, read_trace
 from reports.format.kineto.kernels import CLASS_NAMES, COMMUNICATION, classify_kernel
 from reports.format.kineto.summary import assign_steps, classify_events, launch_times, summarize_trace, union_length
+from reports.trace import DEVICES_IN_FULL
+from tests import hostile
 from tests.resultfiles import TRACES
 from tests.runs import ProcessRun, run_reports
 
@@ -387,7 +389,7 @@ def broken_files(tmp_path: Path) -> dict[str, Path]:
         "truncated.json": whole[: len(whole) * 2 // 3],
         "empty.json": "",
         "no_events.json": json.dumps({"schemaVersion": 1}),
-        "bad_event.json": json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "x", "dur": 1}]}),
+        "bad_event.json": json.dumps({"traceEvents": [["X", "kernel", "k", 1000, 1]]}),  # an entry that is no event
         "trailing.json": whole + "}",
         "binary.json.gz": "",
     }
@@ -566,3 +568,24 @@ def test_hand_made_trace_roundtrips_through_gzip(hand_made: Path, tmp_path: Path
     devices = json.loads(result.stdout)["devices"]
     assert [(d["device"], d["busy_us"], d["compute_us"]) for d in devices] == [(0, 34, 15), (1, 3.5, 3.5)]
     assert math.isclose(devices[0]["tensor_core_share"], 0.5)
+
+
+def test_a_trace_of_100k_device_ids_has_each_device_once_with_its_own_figures(tmp_path: Path, capsys) -> None:
+    """Summarized in seconds (a pass over every event per device took 67 to 120 s; tools/bench_trace_devices.py
+    times it): each device's one kernel is its figures, and the text lists the devices past the first
+    DEVICES_IN_FULL one row each."""
+    devices = 100_000
+    path = hostile.many_devices_trace(tmp_path, devices)
+    summary = summarize_trace(read_trace(path))
+    assert [d.device for d in summary.devices] == list(range(devices))
+    durations = [1 + i % 5 for i in range(devices)]
+    assert [d.overall.busy_us for d in summary.devices] == durations
+    assert [d.overall.span_us for d in summary.devices] == durations
+    assert all(d.overall.event_count == d.overall.kernel_count == 1 and d.overall.idle_us == 0 for d in summary.devices)
+    assert [d.overall.kernels[0].name for d in summary.devices[:8]] == [f"kernel_{i % 7}" for i in range(8)]
+    assert main(["trace", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rest = lines.index(f"{devices - DEVICES_IN_FULL} more GPU devices, one row each (--json gives each in full):")
+    rows = [line.split() for line in lines[rest + 2 : rest + 2 + devices - DEVICES_IN_FULL]]
+    assert [int(r[1]) for r in rows] == list(range(DEVICES_IN_FULL, devices))
+    assert [float(r[3]) for r in rows] == durations[DEVICES_IN_FULL:]  # busy_us

@@ -505,11 +505,14 @@ def load(paths: list[str | Path], samples: bool = True) -> pd.DataFrame:
 def output_dir(path: str | Path) -> Path:
     """A directory for a report's files, created if needed; one that cannot be made is an InputError."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{path}: is a file; the output needs a directory")
     try:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{path}: is a file; the output needs a directory")
+        if path.is_symlink() and not path.exists():
+            raise InputError(f"{path}: is a symlink that leads nowhere (a loop, or a missing target); the output "
+                             "needs a directory")
         path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    except OSError as exc:  # a name too long, a loop further up the path
         raise InputError(f"{path}: cannot create output directory ({exc.strerror or exc})") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise InputError(f"{path}: cannot write into this directory (permission denied)")

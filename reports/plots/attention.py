@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from reports import marks
+from reports.format.outputs import save_figure
 from reports.format.validate import warn
 from reports.plots.style import hollow_entry, hollow_points, text, title
 
@@ -119,6 +120,5 @@ def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         name = _slug(f"attention-{first['device']}-{first['dtype']}-{kind}{value}-h{first['heads']}"
                      f"-d{first['head_dim']}-{'causal' if mask == 'causal' else 'nomask'}-{first['pass']}")
         path = outdir / f"{name}.png"
-        _draw(part, heading).savefig(path, dpi=110)
-        written.append(path)
+        written.append(save_figure(_draw(part, heading), path, dpi=110))
     return written

@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from reports import marks
+from reports.format.outputs import save_figure
 from reports.plots.style import hollow_entry, hollow_points, text, title
 
 GROUP = "train_step"
@@ -73,8 +74,7 @@ def _draw(rows: pd.DataFrame, largest: dict[str, int], what: str, path: Path) ->
     speed.legend(handles=[*speed.get_legend_handles_labels()[0], *hollow_entry(list(found))], fontsize=8)
     memory.legend(fontsize=8)
     fig.suptitle(title(what, rows))
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:

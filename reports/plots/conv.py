@@ -16,6 +16,7 @@ from matplotlib.patches import Patch
 
 from reports import marks
 from reports.dtypes import dtypes_in_order
+from reports.format.outputs import save_figure
 from reports.plots.style import hatch_bar, hatched_entry, text, title
 
 GROUP = "conv"
@@ -70,6 +71,6 @@ def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     written = []
     for (device, pass_), part in measured(frame).groupby(["device", "pass"], sort=True):
         path = outdir / (re.sub(r"[^A-Za-z0-9.]+", "-", f"conv-{device}-{pass_}").strip("-") + ".png")
-        _draw(part, f"conv on {device}, {pass_}: time per memory format and dtype").savefig(path, dpi=110)
-        written.append(path)
+        written.append(save_figure(_draw(part, f"conv on {device}, {pass_}: time per memory format and dtype"), path,
+                                   dpi=110))
     return written

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from reports import levers
+from reports.format.outputs import save_figure
 from reports.plots.style import file_name, text
 
 SHORT = {"speed-up (baseline time / time)": "speed-up", "TFLOP/s ratio (variant / baseline)": "TFLOP/s ratio",
@@ -82,5 +83,4 @@ def plot(rows: pd.DataFrame, outdir: Path) -> Path | None:
     ax.legend(handles=handles, fontsize=8, loc="best")
     fig.suptitle("what each lever is worth on each system")
     path = outdir / file_name("hardware", "levers")
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)

@@ -45,6 +45,7 @@ from matplotlib.patches import Patch
 from PIL import Image
 
 from reports import marks
+from reports.format.outputs import save_figure, write_with
 from reports.plots.style import TITLE_WIDTH, text
 from reports.stats import MIN_RUNS, fitted
 from reports.text import format_time
@@ -341,8 +342,7 @@ class Canvas:
         draw(self.ax, panel)
         self.canvas.draw()
         pixels = Image.frombuffer("RGBA", self.canvas.get_width_height(), self.canvas.buffer_rgba())
-        pixels.convert("RGB").quantize(colors=PALETTE).save(path, format="PNG")
-        return path
+        return write_with(path, pixels.convert("RGB").quantize(colors=PALETTE).save)
 
 
 def write_key(panels: list[Panel], path: Path) -> Path:
@@ -350,8 +350,7 @@ def write_key(panels: list[Panel], path: Path) -> Path:
     entries = key(panels)
     figure = Figure(figsize=(12, 0.35 + 0.22 * math.ceil(len(entries) / 2)))
     figure.legend(handles=entries, loc="center", ncol=2, fontsize=10, frameon=False)
-    figure.savefig(path, dpi=PANEL_DPI)
-    return path
+    return save_figure(figure, path, dpi=PANEL_DPI)
 
 
 def write_figure(panel: Panel, title: str, path: Path) -> Path:
@@ -362,8 +361,7 @@ def write_figure(panel: Panel, title: str, path: Path) -> Path:
     ax.set_title(text(textwrap.fill(title, TITLE_WIDTH + 30)), fontsize=9)
     ax.text(0, -0.14, text(panel.note), transform=ax.transAxes, fontsize=7, color="#555", va="top")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    return path
+    return save_figure(figure, path, dpi=100)
 
 
 def write_grid(panels: list[tuple[str, Panel]], title: str, path: Path, columns: int = 3) -> Path:
@@ -380,5 +378,4 @@ def write_grid(panels: list[tuple[str, Panel]], title: str, path: Path, columns:
     figure.suptitle(text(title), fontsize=10)
     figure.legend(handles=key([p for _, p in panels]), loc="lower center", ncol=2, fontsize=7, frameon=False)
     figure.tight_layout(rect=(0, 1.3 / (rows * 2.6 + 1.6), 1, 0.97))
-    figure.savefig(path, dpi=80)
-    return path
+    return save_figure(figure, path, dpi=80)

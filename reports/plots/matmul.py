@@ -19,6 +19,7 @@ from matplotlib.patches import Patch
 
 from reports import device_peaks, marks
 from reports.dtypes import dtypes_in_order
+from reports.format.outputs import save_figure
 from reports.plots.style import ALIGN_LABEL, DTYPE_COLORS, file_name, flops_unit, hatch_bar, hatched_entry, text, title
 
 GROUP = "matmul"
@@ -125,6 +126,5 @@ def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     written = []
     for device, part in rows.groupby("device", sort=True):
         path = outdir / file_name("matmul", str(device))
-        draw(part, str(device), table).savefig(path, dpi=110)
-        written.append(path)
+        written.append(save_figure(draw(part, str(device), table), path, dpi=110))
     return written

@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 
 from reports import device_peaks, marks
 from reports.dtypes import dtypes_in_order
+from reports.format.outputs import save_figure
 from reports.plots.style import DTYPE_COLORS, file_name, flops_unit, hollow_entry, text, title
 
 MARKERS = {"float32": "o", "tf32": "D", "float16": "s", "bfloat16": "^", "float8_e4m3fn": "P"}
@@ -122,6 +123,5 @@ def plots(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     for device, part in rows.groupby("device", sort=True):
         unplaced = int((timed["device"] == device).sum()) - len(part)
         path = outdir / file_name("roofline", str(device))
-        draw(part, str(device), table, unplaced).savefig(path, dpi=110)
-        written.append(path)
+        written.append(save_figure(draw(part, str(device), table, unplaced), path, dpi=110))
     return written

@@ -456,11 +456,11 @@ def options(args: argparse.Namespace) -> Options:
         raise UsageError(f"--device {device}: {why_none}")
     if reason := nothing_fits(plan(kind, budget_s, only, times), kind, budget_s):
         raise UsageError(reason)
+    out = output_dir(Path(os.path.abspath(args.out)))  # not resolve(): it raises RuntimeError at a symlink loop
     try:
-        out = output_dir(Path(args.out).resolve())
-        (out / "rows.jsonl").touch()
+        (out / "rows.jsonl").open("a").close()  # a folder or an unwritable file in its place is found before any step
     except OSError as exc:
-        raise InputError(f"{args.out}: {exc.strerror or exc}") from None
+        raise InputError(f"{args.out}: cannot write rows.jsonl there ({exc.strerror or exc})") from None
     return Options(out, device, budget_s, only, progress_s, times)
 
 

@@ -97,27 +97,40 @@ class Trace:
 def read_trace(path: Path) -> Trace:
     """Parse one trace file (.json or .json.gz); raises InputError when it cannot be read or is malformed.
 
-    An event whose times cannot be right (negative or non-finite duration or timestamp) is left out and counted
-    in one warning: a negative duration would make busy time negative and shares exceed 100 %.
+    An event whose times cannot be right (a timestamp or duration missing, not a number, negative or not finite)
+    is left out and counted in one warning: a negative duration would make busy time negative and shares exceed
+    100 %, and one such event does not make the rest of a trace unusable. An entry that is not an event (not a
+    JSON object) makes the file malformed.
     """
     metadata: dict[str, Any] = {}
     collector = _Collector()
     for index, event in enumerate(iter_trace_events(path, metadata)):
+        if not isinstance(event, dict):
+            raise InputError(f"{path}: entry #{index} of traceEvents is not an event (an object) but "
+                             f"{json.dumps(event)[:60]}")
         try:
             collector.add(event)
         except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(f"{path}: malformed event #{index} in traceEvents: {exc!r:.200}") from exc
     if collector.bad_times:
-        warn(f"{path}: left out {collector.bad_times} event(s) with a negative or non-finite time")
+        warn(f"{path}: left out {collector.bad_times} event(s) with a missing, non-numeric, negative or non-finite "
+             "time")
+    properties = metadata.get("deviceProperties")
+    if properties is not None and not isinstance(properties, list):
+        warn(f"{path}: deviceProperties is not a list but {json.dumps(properties)[:60]}; device names left out")
     return collector.finish(path, metadata)
 
 
 def _time(value: Any) -> float:
-    """A timestamp, duration or size as a float, NaN when it is not finite (the event is then left out); a value
-    that is no number at all (text, a list) raises, and the event is malformed."""
+    """A timestamp, duration or size as a float (a number, or a number written as text); NaN for anything else,
+    missing, not a number or not finite: an event without a usable time is left out, a copy without a usable size
+    counts as one whose size the trace does not give."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TypeError(f"expected a number, got {value!r:.40}")
-    x = float(value)
+        return math.nan
+    try:
+        x = float(value)
+    except (ValueError, OverflowError):
+        return math.nan
     return x if math.isfinite(x) else math.nan
 
 
@@ -133,6 +146,8 @@ def _device(value: Any) -> Any:
         return int(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, bool):  # as a key, True is 1 and False is 0: device `true` would take device 1's events
+        return json.dumps(value)
     return _label(value)
 
 
@@ -184,7 +199,7 @@ class _Collector:
             role = self.roles[category] = _role(category)
         if role == _IGNORED:
             return
-        ts, dur = _time(event.get("ts")), _time(event.get("dur", 0.0))
+        ts, dur = _time(event.get("ts")), _time(event.get("dur", 0.0))  # Kineto writes dur; a missing one is 0
         if math.isnan(ts) or math.isnan(dur) or dur < 0:
             self.bad_times += 1
             return

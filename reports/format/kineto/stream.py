@@ -9,6 +9,7 @@ Any reading or decoding failure becomes `InputError` naming the file, never a tr
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,11 +62,13 @@ def _trace_events(stream: IO[str], path: Path, metadata: dict[str, Any]) -> Iter
         for key, value in reader.members(frozenset({"traceEvents"})):
             if key != "traceEvents":
                 metadata[key] = value
+            elif found_events:  # a JSON reader keeps the last, this one has read the first: each count would be off
+                reader.fail("traceEvents appears twice; which one holds the events is not knowable")
             elif isinstance(value, Iterator):
                 found_events = True
                 yield from value
             else:
-                reader.fail("malformed JSON: expected '[' (truncated file?)")
+                reader.fail(f"traceEvents is not a list of events but {json.dumps(value)[:60]}")
         if not found_events:
             reader.fail("not a Chrome/Kineto trace (no traceEvents)")
     else:

@@ -104,20 +104,22 @@ class TraceSummary:
 def summarize_trace(trace: Trace) -> TraceSummary:
     """Everything `python -m reports trace` prints for one file."""
     event_class = classify_events(trace.gpu, trace.names)
-    # Rows grouped by step (the unattributed, -1, first), so each step's rows are one slice: a trace with
-    # thousands of steps costs one sort, not one pass over all events per step.
     event_step = assign_steps(trace)
-    by_step = np.argsort(event_step, kind="stable")
-    bounds = np.searchsorted(event_step[by_step], np.arange(len(trace.steps) + 1))
-    devices = []
-    for device_index, label in enumerate(trace.devices):
-        steps = []
-        for number, step in enumerate(trace.steps):
-            rows = by_step[bounds[number] : bounds[number + 1]]
-            rows = rows[trace.gpu.device[rows] == device_index]
-            steps.append(StepBreakdown(step.name, breakdown(trace.gpu, event_class, trace.names, rows)))
-        overall = breakdown(trace.gpu, event_class, trace.names, trace.gpu.device == device_index)
-        devices.append(DeviceSummary(label, trace.device_names.get(label), overall, steps))
+    device = trace.gpu.device.astype(np.int64)
+    # Every device's figures at once, and every (device, step)'s (events launched outside every step go to one
+    # group past the last, left out): a pass over the events per device was quadratic, 67 to 120 s for a trace of
+    # 100,000 device ids (tools/bench_trace_devices.py).
+    count = len(trace.devices)
+    overall = breakdowns(trace.gpu, event_class, trace.names, device, count)
+    per_step = len(trace.steps)
+    in_step = np.where(event_step >= 0, device * per_step + event_step, count * per_step)
+    stepped = breakdowns(trace.gpu, event_class, trace.names, in_step, count * per_step + 1)
+    devices = [
+        DeviceSummary(label, trace.device_names.get(label), overall[index],
+                      [StepBreakdown(step.name, stepped[index * per_step + number])
+                       for number, step in enumerate(trace.steps)])
+        for index, label in enumerate(trace.devices)
+    ]
     return TraceSummary(str(trace.path), devices, summarize_host(trace), [step.name for step in trace.steps])
 
 
@@ -129,77 +131,90 @@ def classify_events(events: GpuEvents, names: Sequence[str]) -> np.ndarray:
 
 
 def union_length(start: np.ndarray, end: np.ndarray) -> float:
-    """Length of the union of the intervals [start, end): sort by start, sweep with a running maximum end."""
+    """Length of the union of the intervals [start, end)."""
+    return float(union_lengths(start, end, np.zeros(len(start), dtype=np.int64), 1)[0])
+
+
+def union_lengths(start: np.ndarray, end: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
+    """Per group (0 to groups - 1), the length of the union of its intervals [start, end): a sweep over every
+    start (+1) and end (-1) sorted by group and time; a stretch between two neighbouring times of one group is
+    covered when the running count is above 0 (each group's count ends at 0, so groups never mix)."""
     if len(start) == 0:
-        return 0.0
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], np.maximum.accumulate(end[order])
-    opens = np.empty(len(start), dtype=bool)
-    opens[0] = True
-    opens[1:] = start[1:] > end[:-1]
-    first = np.flatnonzero(opens)
-    last = np.append(first[1:] - 1, len(start) - 1)
-    return float(np.sum(end[last] - start[first]))
+        return np.zeros(groups)
+    times = np.concatenate([start, end])
+    step = np.concatenate([np.ones(len(start), dtype=np.int64), np.full(len(end), -1, dtype=np.int64)])
+    owner = np.concatenate([group, group])
+    order = np.lexsort((-step, times, owner))  # at one time, starts before ends: no stretch opens at a touch
+    times, owner = times[order], owner[order]
+    covered = (np.cumsum(step[order])[:-1] > 0) & (owner[1:] == owner[:-1])
+    return np.bincount(owner[:-1], weights=np.where(covered, np.diff(times), 0.0), minlength=groups)
 
 
-def breakdown(events: GpuEvents, event_class: np.ndarray, names: Sequence[str], rows: np.ndarray) -> Breakdown:
-    """The figures of the events selected by `rows` (a boolean mask over `events`, or row indices)."""
-    chosen, chosen_class = events.select(rows), event_class[rows]
-    if len(chosen) == 0:
+def breakdowns(events: GpuEvents, event_class: np.ndarray, names: Sequence[str], group: np.ndarray,
+               groups: int) -> list[Breakdown]:
+    """The figures of each group of events (`group`: each event's group, 0 to groups - 1), all computed at once
+    over the events, so that many small groups cost no more than a few large ones."""
+    duration = events.end - events.start
+    is_kernel = events.kind == KERNEL
+    is_compute = is_kernel & (event_class != _CLASS_INDEX[COMMUNICATION])
+    first = np.full(groups, np.inf)
+    np.minimum.at(first, group, events.start)
+    last = np.full(groups, -np.inf)
+    np.maximum.at(last, group, events.end)
+    busy = union_lengths(events.start, events.end, group, groups)
+    compute = union_lengths(events.start[is_compute], events.end[is_compute], group[is_compute], groups)
+    classes = len(CLASS_NAMES)
+    cell = group * classes + event_class
+    class_total = np.bincount(cell, weights=duration, minlength=groups * classes).reshape(groups, classes)
+    class_count = np.bincount(cell, minlength=groups * classes).reshape(groups, classes)
+    event_count = np.bincount(group, minlength=groups)
+    kernel_count = np.bincount(group[is_kernel], minlength=groups)
+    kernels = _kernel_stats(events.name[is_kernel], duration[is_kernel], event_class[is_kernel], names,
+                            group[is_kernel], groups)
+    return [_breakdown(*figures) for figures in zip(
+        event_count.tolist(), kernel_count.tolist(), (last - first).tolist(), busy.tolist(), compute.tolist(),
+        class_total.tolist(), class_count.tolist(), kernels, strict=True)]
+
+
+def _breakdown(events: int, kernels: int, span: float, busy: float, compute: float, class_total: list[float],
+               class_count: list[int], kernel_stats: list[KernelStat]) -> Breakdown:
+    """One group's Breakdown from its figures."""
+    if events == 0:
         return Breakdown(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, None, [], [])
-    span = float(chosen.end.max() - chosen.start.min())
-    busy = union_length(chosen.start, chosen.end)
-    is_compute = (chosen.kind == KERNEL) & (chosen_class != _CLASS_INDEX[COMMUNICATION])
-    compute = union_length(chosen.start[is_compute], chosen.end[is_compute])
-    duration = chosen.end - chosen.start
-    class_total = np.bincount(chosen_class, weights=duration, minlength=len(CLASS_NAMES))
     gemm = class_total[_CLASS_INDEX[GEMM_TENSOR_CORE]] + class_total[_CLASS_INDEX[GEMM_SIMT]]
+    gpu_time = sum(class_total)
     return Breakdown(
-        event_count=len(chosen),
-        kernel_count=int(np.count_nonzero(chosen.kind == KERNEL)),
+        event_count=events,
+        kernel_count=kernels,
         span_us=span,
         busy_us=busy,
         idle_us=span - busy,
         compute_us=compute,
         non_compute_us=busy - compute,
-        tensor_core_share=float(class_total[_CLASS_INDEX[GEMM_TENSOR_CORE]] / gemm) if gemm > 0 else None,
-        kernels=_kernel_stats(chosen, duration, chosen_class, names),
-        classes=_class_stats(chosen_class, class_total),
+        tensor_core_share=class_total[_CLASS_INDEX[GEMM_TENSOR_CORE]] / gemm if gemm > 0 else None,
+        kernels=kernel_stats,
+        classes=[ClassStat(name, class_count[i], class_total[i], class_total[i] / gpu_time if gpu_time else 0.0)
+                 for i, name in enumerate(CLASS_NAMES) if class_count[i]],
     )
 
 
-def _kernel_stats(
-    events: GpuEvents, duration: np.ndarray, event_class: np.ndarray, names: Sequence[str]
-) -> list[KernelStat]:
-    is_kernel = events.kind == KERNEL
-    name_ids = events.name[is_kernel]
-    count = np.bincount(name_ids, minlength=len(names))
-    total = np.bincount(name_ids, weights=duration[is_kernel], minlength=len(names))
-    kernel_time = float(total.sum())
-    used = np.flatnonzero(count)
-    used = used[np.lexsort((used, -total[used]))]
-    name_class = dict(zip(name_ids.tolist(), event_class[is_kernel].tolist(), strict=True))
-    return [
-        KernelStat(
-            name=names[i],
-            kernel_class=CLASS_NAMES[name_class[i]],
-            count=int(count[i]),
-            total_us=float(total[i]),
-            mean_us=float(total[i] / count[i]),
-            share=float(total[i] / kernel_time) if kernel_time > 0 else 0.0,
-        )
-        for i in used
+def _kernel_stats(name: np.ndarray, duration: np.ndarray, event_class: np.ndarray, names: Sequence[str],
+                  group: np.ndarray, groups: int) -> list[list[KernelStat]]:
+    """Per group, its kernel names by total time, largest first (ties by first appearance in the trace): counted
+    over the (group, name) pairs that occur, never over every name of the trace per group."""
+    pair = group * max(len(names), 1) + name
+    used, first, inverse, count = np.unique(pair, return_index=True, return_inverse=True, return_counts=True)
+    total = np.bincount(inverse, weights=duration, minlength=len(used))
+    owner, name_id = used // max(len(names), 1), used % max(len(names), 1)
+    kernel_time = np.bincount(owner, weights=total, minlength=groups)
+    order = np.lexsort((name_id, -total, owner))
+    stats = [
+        KernelStat(names[i], CLASS_NAMES[c], n, t, t / n, t / kernel_time[g] if kernel_time[g] > 0 else 0.0)
+        for i, c, n, t, g in zip(name_id[order].tolist(), event_class[first[order]].tolist(), count[order].tolist(),
+                                 total[order].tolist(), owner[order].tolist(), strict=True)
     ]
-
-
-def _class_stats(event_class: np.ndarray, class_total: np.ndarray) -> list[ClassStat]:
-    count = np.bincount(event_class, minlength=len(CLASS_NAMES))
-    gpu_time = float(class_total.sum())
-    return [
-        ClassStat(name, int(count[i]), float(class_total[i]), float(class_total[i] / gpu_time) if gpu_time else 0.0)
-        for i, name in enumerate(CLASS_NAMES)
-        if count[i]
-    ]
+    bounds = np.searchsorted(owner[order], np.arange(groups + 1)).tolist()
+    return [stats[bounds[g]:bounds[g + 1]] for g in range(groups)]
 
 
 def launch_times(trace: Trace) -> np.ndarray:
