@@ -1,5 +1,5 @@
 """Runs that several test modules read (one process each, however many tests check it), the `torch_api` mark, and
-the `alone` mark.
+what lets the tests run under `pytest -n 2` as well as serially.
 
 `torch_api` marks every test of a module that imports torch: it calls torch's API in this process (or drives it in
 the ranks and runs it starts), so its result can change with the torch installed. CI runs the whole suite under
@@ -7,16 +7,12 @@ the primary torch and these tests again under every other torch the project supp
 from the module's imports, not from a hand-kept list, so a new test that imports torch is caught by it; the
 reports' tests (which never import torch), the results writer's and the GPU check's plan run once.
 
-`alone` marks a test that times something against the machine's quiet state (a calibration, a neighbour it must
-detect): under `pytest -n N` it runs while no other worker runs a test. Every test holds a shared lock on a file of
-the run for its setup, call and teardown; an `alone` test holds it exclusively. Run serially, nothing is locked.
+Under pytest-xdist (`-n 2`: CI runs the tests that way, .ci/run) a worker's variables are taken out of the
+environment for the pytest runs the tests start, and reports are 120 columns wide whatever the terminal.
 """
 
 import ast
-import fcntl
 import os
-import tempfile
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -43,14 +39,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.torch_api)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # one per `pytest -n N` run, the same in every worker
-    if run is None:
-        return (yield)
-    with open(Path(tempfile.gettempdir()) / f"tests-alone-{run}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
-        return (yield)
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker, once pytest-benchmark has read them, its worker variables leave the environment: a
+    pytest that a test runs (in a child or in this process, its own or `advise`'s) would take itself for a worker
+    and disable its benchmarks."""
+    for name in [name for name in os.environ if name.startswith("PYTEST_XDIST_")]:
+        del os.environ[name]
+
+
+@pytest.fixture(autouse=True)
+def columns(monkeypatch) -> None:
+    """Reports are as wide as the terminal (reports/text.py): 120 columns, as in a CI log, whatever the terminal
+    the tests run in or pytest-xdist's workers see."""
+    monkeypatch.setenv("COLUMNS", "120")
 
 
 @pytest.fixture(scope="session")

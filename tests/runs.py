@@ -58,11 +58,9 @@ class ProcessRun:
 
 def environment(extra: dict[str, str] | None = None, inherit: bool = True) -> dict[str, str]:
     """This process's environment with the repository on PYTHONPATH, and extra; only extra when not inherit (a run
-    that must see nothing of this repository but what is installed). pytest-xdist's worker variables are left out:
-    a child pytest that saw them would take itself for a worker and disable its benchmarks (the tests run under
-    `pytest -n 2` as well as serially)."""
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")} if inherit else {}
-    return inherited | ({"PYTHONPATH": str(ROOT)} if inherit else {}) | (extra or {})
+    that must see nothing of this repository but what is installed)."""
+    base = os.environ | {"PYTHONPATH": str(ROOT)} if inherit else {}
+    return base | (extra or {})
 
 
 def run_command(command: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None, inherit_env: bool = True,

@@ -52,8 +52,8 @@ from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
     ProcessRun,
-    environment,
     bench_args,
+    environment,
     run_command,
     run_pytest,
     run_reports_in_process,
