@@ -179,7 +179,7 @@ def pytest_runtest_call(item: pytest.Item):
     yield
     shared = active_session(item.config)
     fixture = getattr(item, "funcargs", {}).get("benchmark")
-    if shared is not None and fixture is not None and not uses_suite(item):
+    if shared is not None and is_pytest_benchmark(fixture) and not uses_suite(item):
         from suites.harness import bench_session
 
         bench_session.mark_threads(shared, fixture.extra_info)
@@ -279,13 +279,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         distributed.leave()
 
 
-def require_pytest_benchmark(benchmark: object) -> None:
-    """Skip, with the reason, a test whose `benchmark` fixture is not pytest-benchmark's: pytest-codspeed under
-    --codspeed puts its own in its place (whose class claims to be pytest-benchmark's, so `type`, not
-    `isinstance`), and the suite's fixtures record through pytest-benchmark's."""
+def is_pytest_benchmark(fixture: object) -> bool:
+    """Whether a `benchmark` fixture is pytest-benchmark's: pytest-codspeed under --codspeed puts its own in its
+    place, whose class claims to be pytest-benchmark's (so `type`, not `isinstance`)."""
     from pytest_benchmark.fixture import BenchmarkFixture
 
-    if not issubclass(type(benchmark), BenchmarkFixture):
+    return issubclass(type(fixture), BenchmarkFixture)
+
+
+def require_pytest_benchmark(benchmark: object) -> None:
+    """Skip, with the reason, a test whose `benchmark` fixture is not pytest-benchmark's (is_pytest_benchmark):
+    the suite's fixtures record through pytest-benchmark's."""
+    if not is_pytest_benchmark(benchmark):
         pytest.skip(f"needs pytest-benchmark's benchmark fixture, which {type(benchmark).__module__} replaced "
                     "(pytest-codspeed does under --codspeed): the suite's fixtures record their timings through it")
 
