@@ -71,8 +71,8 @@ def expected(path: Path) -> Expected:
 
 
 def test_the_busy_runs_hold_every_condition_the_reports_must_survive():
-    """The test data is what issue 25 asks for: contended, unconverged, throttled and above-peak cases, oom and
-    unsupported ones, rounds, a killed run's journal, and a throttled stand-in that says it is one."""
+    """The test data covers every way a busy host disturbs a run: contended, unconverged, throttled and above-peak
+    cases, oom and unsupported ones, rounds, a killed run's journal, and a throttled stand-in that says it is one."""
     names = {p.name for p in RUNS}
     assert MAIN.name in names and any(n.endswith(".json.journal") for n in names)
     marked = sum((expected(p).by_mark for p in RUNS), Counter())
@@ -161,7 +161,7 @@ def test_history_counts_the_disturbed_runs_of_each_case(path, tmp_path):
     out = reports("history", folder, "--all", "-o", tmp_path / "plots")
     assert len(re.findall(r" in 1 of 1 runs ", out)) == expected(path).disturbed
     assert ("marks: " in out) == bool(expected(path).disturbed)
-    # one run has no trend: each group says so instead of an empty picture (issue 29)
+    # one run has no trend: each group says so instead of an empty picture
     groups = load([path], samples=False).dropna(subset=["median_s"])["group"].unique()
     assert all(f"{group} on " in out and f"one run ({path.name}), no trend to draw" in out for group in groups)
     assert not list((tmp_path / "plots").glob("history_*.png"))

@@ -122,7 +122,7 @@ def test_machine_info_of_a_mig_instance_names_its_gpu_and_what_the_nvml_figures_
     assert "mig" not in _gpu(f"GPU-{GPU_UUID}", None).as_dict()
 
 
-# --- GPUs NVML sees and torch cannot use (issue 26, item 7) ------------------------------------------------------
+# --- GPUs NVML sees and torch cannot use ---------------------------------------------------------------------------
 
 class DriverMachine:
     """A box with one H200 under driver 570, which runs CUDA 12.8 at most: what NVML answers there, through the
