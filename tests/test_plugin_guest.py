@@ -293,7 +293,8 @@ def test_steady(device_bench):
 
 def test_growing(device_bench):
     calls = itertools.count(1)
-    device_bench(lambda: time.sleep(0.002 * next(calls)))  # never converges: only a timeout ends it
+    # never converges: 8 rounds of 10 ms more each outlast 0.3 s before two plateau windows (10 samples) fill
+    device_bench(lambda: time.sleep(0.01 * next(calls)))
 
 
 @pytest.mark.benchmark(min_rounds=6, max_time=0.05)
