@@ -62,12 +62,11 @@ def good_frame(paths: list[str] | None) -> pd.DataFrame | None:
 
 @dataclass
 class Figure:
-    """One picture of the section: its anchor on the page, its caption, what it draws, and where it was written."""
+    """One picture of the section: its anchor on the page (and its file's name), its caption and what it draws."""
 
     anchor: str
     caption: str
     panel: Panel
-    path: Path
     news: str = ""  # `slower` / `not judged` / `faster` / `step`: why it is shown first and framed
     size: float = 0.0  # how far it moved (|log ratio| of the gate's verdict, else of its latest step)
 
@@ -109,16 +108,15 @@ def news(trend: timeline.Trend, verdict: Verdict | None) -> tuple[str, float]:
 NEWS_ORDER = {"slower": 0, "not judged": 1, "step": 2, "faster": 3, "": 4}
 
 
-def build(frame: pd.DataFrame, good: pd.DataFrame | None, outdir: Path, baseline: str | None = None,
+def build(frame: pd.DataFrame, good: pd.DataFrame | None, baseline: str | None = None,
           min_effect_pct: float = 5.0) -> History:
-    """The section's data, and its pictures written under outdir."""
-    output_dir(outdir)
+    """The section's data and what each picture draws; `draw` writes the pictures (most of the section's time: a
+    reader of the data alone, as the tests are, does not pay it)."""
     rows = timeline.prepared(frame, good)
     found = timeline.series(rows, min_effect_pct)
     gates = timeline.gate(frame, good)
     used = timeline.reference_files(gates, rows, good)
     verdicts = {(g.machine, case): v for g in gates for case, v in g.verdicts.items()}
-    canvas = levels.Canvas()
     figures: dict[str, list[Figure]] = {}
     single: dict[str, str] = {}
     runs_of = rows.groupby(["series", "group"])["file"].unique()
@@ -134,19 +132,17 @@ def build(frame: pd.DataFrame, good: pd.DataFrame | None, outdir: Path, baseline
         drawn = []
         for t in part:
             verdict = verdicts.get((t.machine, t.case))
-            panel = levels.case_panel(t, verdict, used)
-            name = anchor(t.device, t.case)
-            drawn.append(Figure(name, t.case, panel, canvas.write(panel, outdir / f"{name}.png"), *news(t, verdict)))
+            drawn.append(Figure(anchor(t.device, t.case), t.case, levels.case_panel(t, verdict, used),
+                                *news(t, verdict)))
         figures[heading] = sorted(drawn, key=lambda f: (NEWS_ORDER[f.news], -f.size, f.caption))
-    across, reference = machines(found, baseline, outdir, canvas)
+    across, reference = machines(found, baseline)
     table = timeline.run_table(rows)
     table["reference"] = table["file"].isin(used)
     return History(rows, table, found, gates, timeline.moved(gates), timeline.open_steps(found), figures, single,
                    across, reference, good is not None)
 
 
-def machines(found: list[timeline.Trend], baseline: str | None, outdir: Path,
-             canvas: levels.Canvas) -> tuple[dict[str, list[Figure]], str | None]:
+def machines(found: list[timeline.Trend], baseline: str | None) -> tuple[dict[str, list[Figure]], str | None]:
     """Per group, a picture of each case measured on several machines, normalised to the reference machine."""
     labels = list(dict.fromkeys(t.device for t in found))
     if len(labels) < 2:
@@ -161,11 +157,17 @@ def machines(found: list[timeline.Trend], baseline: str | None, outdir: Path,
         if base is None or len(part) < 2:
             continue
         part = [base, *(t for t in part if t is not base)]
-        panel = levels.machines_panel(part, base)
-        name = "x-" + file_stem(case)
-        across.setdefault(str(base.group), []).append(Figure(name, case, panel, canvas.write(panel,
-                                                                                              outdir / f"{name}.png")))
+        figure = Figure("x-" + file_stem(case), case, levels.machines_panel(part, base))
+        across.setdefault(str(base.group), []).append(figure)
     return across, reference
+
+
+def draw(history: History, outdir: Path) -> dict[str, Path]:
+    """Every picture of the section written under outdir, by its anchor (one canvas for all: levels.Canvas)."""
+    output_dir(outdir)
+    canvas = levels.Canvas()
+    shown = [f for figures in [*history.figures.values(), *history.across.values()] for f in figures]
+    return {f.anchor: canvas.write(f.panel, outdir / f"{f.anchor}.png") for f in shown}
 
 
 def image(path: Path, alt: str) -> str:
@@ -173,9 +175,9 @@ def image(path: Path, alt: str) -> str:
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
-def figure_html(figure: Figure) -> str:
+def figure_html(figure: Figure, pictures: dict[str, Path]) -> str:
     framed = f" class='news {figure.news.replace(' ', '-')}'" if figure.news else ""
-    return (f"<figure id='{figure.anchor}'{framed}>{image(figure.path, figure.caption)}<figcaption><b>"
+    return (f"<figure id='{figure.anchor}'{framed}>{image(pictures[figure.anchor], figure.caption)}<figcaption><b>"
             f"{esc(figure.caption)}</b><br><span class='muted'>{esc(figure.panel.note)}</span></figcaption></figure>")
 
 
@@ -272,12 +274,12 @@ def runs_html(history: History) -> str:
             f"<table><thead>{head}</thead><tbody>{body}</tbody></table></div></details>")
 
 
-def grid(figures: list[Figure]) -> str:
-    return "<div class='grid'>" + "".join(map(figure_html, figures)) + "</div>"
+def grid(figures: list[Figure], pictures: dict[str, Path]) -> str:
+    return "<div class='grid'>" + "".join(figure_html(f, pictures) for f in figures) + "</div>"
 
 
-def section_html(history: History, key: Path | None) -> str:
-    """The section as HTML (pictures embedded)."""
+def section_html(history: History, pictures: dict[str, Path], key: Path | None) -> str:
+    """The section as HTML (pictures embedded: `draw`'s files by anchor)."""
     good = ("the good runs named by --good" if history.good_given
             else "no good runs given (--good): the reference is the last complete runs")
     first, last = (timeline.stamp(history.runs["datetime"].agg(end), "%Y-%m-%d") for end in ("min", "max"))
@@ -297,20 +299,21 @@ def section_html(history: History, key: Path | None) -> str:
     for heading in headings:
         parts.append(f"<h3 id='{heading_id(heading)}'>{esc(heading)}</h3>")
         parts.append(f"<p>{esc(history.single[heading])}</p>" if heading in history.single
-                     else grid(history.figures[heading]))
+                     else grid(history.figures[heading], pictures))
     if history.across:
         parts.append(f"<h2>Across machines</h2><p class='muted'>Each case measured on several machines, every run's "
                      f"level divided by the current level of {esc(history.reference_machine)} (log scale).</p>")
         for group, figures in sorted(history.across.items()):
-            parts.append(f"<h3>{esc(group)}</h3>" + grid(figures))
+            parts.append(f"<h3>{esc(group)}</h3>" + grid(figures, pictures))
     return "".join(parts)
 
 
 def section(frame: pd.DataFrame, good: pd.DataFrame | None, outdir: Path, baseline: str | None = None) -> str:
     """The history section of the page, its pictures written under outdir."""
-    history = build(frame, good, outdir, baseline)
+    history = build(frame, good, baseline)
+    pictures = draw(history, outdir)
     drawn = [f.panel for figures in history.figures.values() for f in figures]
-    return section_html(history, levels.write_key(drawn, outdir / "key.png") if drawn else None)
+    return section_html(history, pictures, levels.write_key(drawn, outdir / "key.png") if drawn else None)
 
 
 STYLE = """

@@ -63,11 +63,11 @@ def nights(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def page(nights, tmp_path_factory) -> dict:
-    """The page over the history, as the command writes it, and the data it drew (built once: tens of seconds)."""
+    """The page over the history, as the command writes it (tens of seconds), and the data it drew."""
     out = tmp_path_factory.mktemp("page")
     assert main(["html", str(nights["runs"]), "--good", str(nights["good"]), "-o", str(out)]) == 0
     frame, good = load([nights["runs"]], samples=False), good_frame([str(nights["good"])])
-    history = build(frame, good, tmp_path_factory.mktemp("pictures"))
+    history = build(frame, good)
     return {"html": (out / "index.html").read_text(), "history": history, "trends": history.trends,
             "out": out}
 
@@ -145,8 +145,8 @@ def worst_first(moved: list) -> None:
         assert sizes == sorted(sizes, reverse=True)
 
 
-def test_without_good_runs_the_reference_is_the_last_complete_runs(nights, tmp_path):
-    history = build(load([nights["runs"]], samples=False), None, tmp_path)
+def test_without_good_runs_the_reference_is_the_last_complete_runs(nights):
+    history = build(load([nights["runs"]], samples=False), None)
     gate = next(g for g in history.gates if g.device == "AMD EPYC (2 threads)")
     complete = [i for i in range(NIGHTS - 1) if i not in (KILLED_NIGHT, STOPPED_NIGHT)]
     assert [Path(f).name for f in gate.reference] == [nights["files"][i].name for i in complete[-5:]]
@@ -218,7 +218,7 @@ def test_the_band_is_the_noise_the_gate_judged_the_case_by(page):
     assert low / panel.fitted == pytest.approx(np.exp(-2 * np.log1p(verdict.noise_pct / 100)))
 
 
-def test_machines_are_kept_apart_and_drawn_together_normalised(page, nights, tmp_path):
+def test_machines_are_kept_apart_and_drawn_together_normalised(page, nights):
     history = page["history"]
     assert {t.device for t in history.trends} == {"AMD EPYC (2 threads)", "AMD EPYC (1 thread)",
                                                   "AMD EPYC (1 thread) x 2 ranks"}
@@ -231,7 +231,7 @@ def test_machines_are_kept_apart_and_drawn_together_normalised(page, nights, tmp
     two = trend_of(page, STEP)
     assert panel.lines[0].y[-1] * two.steps[-1].after == pytest.approx(two.levels[-1])
     assert np.median(panel.lines[1].y) == pytest.approx(np.median(one.levels) / two.steps[-1].after)
-    again = build(load([nights["runs"]], samples=False), None, tmp_path, baseline="AMD EPYC (1 thread)")
+    again = build(load([nights["runs"]], samples=False), None, baseline="AMD EPYC (1 thread)")
     assert again.reference_machine == "AMD EPYC (1 thread)"
     panel = {f.caption: f for figs in again.across.values() for f in figs}[STEP].panel
     assert panel.lines[0].label == "AMD EPYC (1 thread)"
@@ -265,9 +265,9 @@ def test_every_summary_link_reaches_its_picture(page):
     assert set(parser.hrefs) <= parser.ids
 
 
-def test_a_good_copy_given_beside_its_original_is_one_run(nights, tmp_path):
+def test_a_good_copy_given_beside_its_original_is_one_run(nights):
     """The whole history folder given (runs/ and good/): each good night is drawn once, not twice."""
-    history = build(load([nights["root"]], samples=False), None, tmp_path)
+    history = build(load([nights["root"]], samples=False), None)
     assert len(history.runs) == len(list(nights["runs"].iterdir()))
     assert len(trend_of({"trends": history.trends}, STEP).runs) == NIGHTS - 2  # the cut nights have no matmul
 
@@ -313,7 +313,7 @@ def test_the_newest_runs_never_leave_the_axis(nights, tmp_path):
     ran contended, as on most nights of this loaded machine, and its timer includes the host.)"""
     runs = tmp_path / "runs"
     Nights(real_runs(), 10, steps={STEP: (9, 3.0)}).write(runs)
-    history = build(load([runs], samples=False), None, tmp_path / "pictures")
+    history = build(load([runs], samples=False), None)
     panel = figure_of({"history": history}, STEP).panel
     assert not panel.beyond and panel.limits[1] > panel.lines[0].y[-1]
     assert panel.verdict == "not judged" and not trend_of({"trends": history.trends}, STEP).steps
@@ -360,7 +360,7 @@ def test_runs_without_a_readable_date_make_the_page_by_run_number(tmp_path, caps
     assert main(["html", str(tmp_path / "runs"), "-o", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "index.html").read_text()
     assert "History: what moved" in html and "<td>no date</td>" in html
-    history = build(load([tmp_path / "runs"], samples=False), None, tmp_path / "pictures")
+    history = build(load([tmp_path / "runs"], samples=False), None)
     panel = next(iter(history.figures.values()))[0].panel
     assert list(panel.lines[0].x) == [0.0, 1.0, 2.0]
 
@@ -373,7 +373,7 @@ def test_another_projects_files_without_groups_have_their_history_drawn(tmp_path
             data = read(DATA / name)
             data["datetime"] = f"2026-01-0{i + 1}T03:00:00"
             write(data, tmp_path / "runs" / f"{name}_{i}.json")
-    history = build(load([tmp_path / "runs"], samples=False), None, tmp_path / "pictures")
+    history = build(load([tmp_path / "runs"], samples=False), None)
     no_group = [h for h in history.figures if h.startswith("(no group) on ")]
     assert no_group and all(len(f.panel.lines[0].x) == 3 for h in no_group for f in history.figures[h])
     assert sum(map(len, history.figures.values())) == len(history.trends)  # every case has its picture
