@@ -9,6 +9,7 @@ from suites.core.runner import execute
 from suites.harness.bench_session import SMOKE
 from suites.ops import conv
 from suites.ops.passes import run_pass, worst_error
+from tests.runs import run_bench, run_reports_in_process
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 ALL_CASES = conv.cases("quick") + conv.cases("full")
@@ -135,3 +136,22 @@ def test_cuda_conv_is_within_tolerance_in_both_formats(dtype):
         result = execute(conv.make_case(layer, dtype, memory_format, "fwd_bwd"), torch.device("cuda"), SMOKE)
         assert result.status == "ok", result.reason
         assert result.extra_info["peak_mem_bytes"] > 0
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end_json_and_table(tmp_path):
+    """bench -> JSON -> table on the misaligned layer, both passes: float32 measured and checked against its
+    float64 reference, tf32 recorded as unsupported on a CPU with the reason."""
+    out = tmp_path / "conv.json"
+    bench = run_bench("bench/test_conv.py", "--bench-profile", "quick", "-k",
+                      "misaligned and contiguous and (float32 or tf32)", json_path=out)
+    assert bench.returncode == 0, bench.tail(2000)
+    measured = bench.json["benchmarks"]
+    assert sorted(b["params"]["pass"] for b in measured) == ["fwd", "fwd_bwd"]
+    for entry in measured:
+        info = entry["extra_info"]
+        assert entry["group"] == "conv" and info["tflops"] > 0 and info["error_rel"] <= info["tolerance"]
+    unsupported = [e["extra_info"] for e in bench.json["not_measured"]]
+    assert len(unsupported) == 2 and all(e["status"] == "unsupported" and "tf32" in e["reason"] for e in unsupported)
+    table = run_reports_in_process("table", str(out))
+    assert table.returncode == 0 and "## conv on" in table.stdout

@@ -21,6 +21,7 @@ from suites.training.numerics import (
     scaler_steps,
     underflow_figures,
 )
+from tests.runs import run_bench, run_reports_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -142,3 +143,19 @@ def test_every_case_has_a_stable_unique_id():
     for profile in ("quick", "full"):
         ids = [c.id for c in numerics.cases(profile)]
         assert len(ids) == len(set(ids)) and all(i.startswith("numerics/") for i in ids)
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end_json_and_table(tmp_path):
+    """bench -> JSON -> table for every numerics case of the quick profile on this CPU: each is recorded, with the
+    checks it made, and the table shows the suite."""
+    out = tmp_path / "numerics.json"
+    bench = run_bench("bench/test_numerics.py", "--bench-profile", "quick", json_path=out)
+    assert bench.returncode == 0, bench.tail(2000)
+    recorded = {b["extra_info"]["case"]: b["extra_info"] for b in bench.json["benchmarks"]}
+    assert set(recorded) == {case.id for case in numerics.cases("quick")}
+    assert all(info["status"] == "ok" for info in recorded.values())
+    half = recorded["numerics/format/float16"]
+    assert half["eps"] == 2**-10 and half["max"] == 65504 and all(half["checks"].values())
+    table = run_reports_in_process("table", str(out))
+    assert table.returncode == 0 and "## numerics on" in table.stdout
