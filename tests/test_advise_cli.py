@@ -77,8 +77,9 @@ def test_the_progress_count_reads_a_running_sweeps_journal(tmp_path):
 
 
 PARENT = '''
-import sys, time
+import signal, sys, time
 from suites.core import children
+signal.signal(signal.SIGHUP, signal.SIG_DFL if len(sys.argv) < 2 else signal.SIG_IGN)  # as under nohup, or not
 proc = children.start([sys.executable, "-c", "import time; time.sleep(120)"])
 print(proc.pid, flush=True)
 with children.stop_with_parent(proc):
@@ -124,3 +125,18 @@ def test_stopping_advise_stops_its_pytest_child(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == -signal.SIGTERM
     assert _gone(child, within_s=5)
+
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGHUP is a POSIX signal")
+def test_a_parent_that_ignores_sighup_keeps_itself_and_its_child():
+    """Under nohup (SIGHUP ignored, by the child too) a SIGHUP stops neither: the parent was left running without
+    the child it had stopped."""
+    parent = start_python("-c", PARENT, "nohup", output="stdout")
+    child = int(parent.stdout.readline())
+    time.sleep(0.3)
+    parent.send_signal(signal.SIGHUP)
+    assert not _gone(child, within_s=1.0) and parent.poll() is None
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) == -signal.SIGTERM
+    assert _gone(child, within_s=children.GRACE_S)

@@ -2,7 +2,7 @@
 the user had, through the API this torch offers.
 
 Run here under torch 2.13 (new and legacy APIs); the same file runs under torch 2.11 and 2.6 venvs (.ci/run's
-`-m torch_api` runs): on 2.6 the tests of the new API skip with their reason and the legacy ones run.
+`-m "torch_api and not slow"` runs): on 2.6 the tests of the new API skip with their reason and the legacy ones run.
 """
 
 from __future__ import annotations

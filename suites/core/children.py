@@ -5,7 +5,8 @@ behind holds the GPU and skews the next run's figures. Two ways out are covered:
 
 - the parent is stopped by a signal it can handle (SIGTERM from a CI timeout, SIGHUP, Ctrl-C): `stop_with_parent`
   forwards SIGTERM to the child, which writes the cases it finished (suites/harness/results.py), waits for it,
-  and then ends the parent as that signal would have;
+  and then ends the parent as that signal would have. A signal the parent ignores (SIGHUP under nohup) stops
+  neither (`stops_to_catch`);
 - the parent is killed outright (SIGKILL, the OOM killer): on Linux the child is started with the parent-death
   signal set to SIGTERM (prctl PR_SET_PDEATHSIG), so the kernel stops it the same way.
 """
@@ -24,6 +25,15 @@ from collections.abc import Iterator
 # The signals that ask a process to stop (a CI timeout, a closed terminal, Ctrl-C): a run writes what it finished
 # and a child is stopped with its parent. The platform may lack some (Windows has no SIGHUP).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
+
+
+def stops_to_catch() -> tuple[int, ...]:
+    """The stop signals this process does not ignore. One it ignores (SIGHUP under nohup, which its children
+    inherit) is left ignored: the user asked the process to outlive it, and catching it once stopped a child and
+    left its parent running without it."""
+    return tuple(signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN)
+
+
 GRACE_S = 20.0  # after SIGTERM, how long a child has to write what it finished before it is killed
 _PR_SET_PDEATHSIG = 1
 
@@ -77,7 +87,7 @@ def stop_with_parent(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
 
     previous = {}
     with contextlib.suppress(ValueError):  # not the main thread: signals stay as they are
-        for signum in STOP_SIGNALS:
+        for signum in stops_to_catch():
             previous[signum] = signal.signal(signum, forward)
 
     def restore() -> None:

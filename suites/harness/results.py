@@ -48,7 +48,7 @@ from pytest_benchmark.utils import SafeJSONEncoder, get_tag
 
 from reports.format import strict_json
 from reports.format.schema import RESULTS_SCHEMA_VERSION
-from suites.core.children import STOP_SIGNALS
+from suites.core.children import STOP_SIGNALS, stops_to_catch
 from suites.harness import journal
 from suites.harness.journal import Journal, JournalBusy, fsync_dir
 
@@ -410,13 +410,14 @@ class ResultsWriter:
         return f"{why}; {finished} of {self.selected} selected cases finished{more}"
 
     def _install_signal_handlers(self) -> None:
-        """SIGTERM and SIGHUP end the run as Ctrl-C does (KeyboardInterrupt), so the finish hooks still run."""
+        """SIGTERM and SIGHUP end the run as Ctrl-C does (KeyboardInterrupt), so the finish hooks still run; one
+        the process ignores stays ignored (`nohup pytest bench/ ...` goes on when its terminal closes)."""
         def stop(signum: int, frame: object) -> None:
             self.stopped_by = self.stopped_by or signal.Signals(signum).name
             raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
         with contextlib.suppress(ValueError):  # not the main thread: leave the signals as they are
-            for signum in STOP_SIGNALS:
+            for signum in stops_to_catch():
                 self._old_handlers[signum] = signal.signal(signum, stop)
 
     def _restore_signal_handlers(self) -> None:
