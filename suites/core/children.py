@@ -28,10 +28,13 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SI
 
 
 def stops_to_catch() -> tuple[int, ...]:
-    """The stop signals this process does not ignore. One it ignores (SIGHUP under nohup, which its children
-    inherit) is left ignored: the user asked the process to outlive it, and catching it once stopped a child and
-    left its parent running without it."""
-    return tuple(signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN)
+    """The stop signals to catch: all but a SIGHUP the process ignores (nohup, whose children inherit it), which
+    stays ignored: the user asked the process to outlive its terminal, and catching it once stopped a child and
+    left its parent running without it. An ignored SIGINT is still caught: a shell ignores it in its background
+    jobs, yet `kill -INT` must stop the run and write what it finished."""
+    hangup = getattr(signal, "SIGHUP", None)
+    return tuple(signum for signum in STOP_SIGNALS
+                 if not (signum == hangup and signal.getsignal(signum) is signal.SIG_IGN))
 
 
 GRACE_S = 20.0  # after SIGTERM, how long a child has to write what it finished before it is killed
