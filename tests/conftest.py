@@ -4,9 +4,9 @@ what lets the tests run under `pytest -n 2` as well as serially.
 `torch_api` marks every test of a module that imports torch: it calls torch's API in this process (or drives it in
 the ranks and runs it starts), so its result can change with the torch installed. CI runs the whole suite under
 the primary torch and these tests again, but for the `slow` ones (a whole benchmark in a child), under every
-other torch the project supports (.ci/run). The mark comes
-from the module's imports, not from a hand-kept list, so a new test that imports torch is caught by it; the
-reports' tests (which never import torch), the results writer's and the GPU check's plan run once.
+other torch the project supports (.ci/run). The mark comes from the module's imports, not from a hand-kept list,
+so a new test that imports torch is caught by it; the reports' tests (which never import torch), the results
+writer's and the GPU check's plan run once.
 
 Under pytest-xdist (`-n 2`: CI runs the tests that way, .ci/run) a worker's variables are taken out of the
 environment for the pytest runs the tests start, and reports are 120 columns wide whatever the terminal.

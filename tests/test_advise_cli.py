@@ -127,7 +127,6 @@ def test_stopping_advise_stops_its_pytest_child(tmp_path):
     assert _gone(child, within_s=5)
 
 
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGHUP is a POSIX signal")
 def test_a_parent_that_ignores_sighup_keeps_itself_and_its_child():
     """Under nohup (SIGHUP ignored, by the child too) a SIGHUP stops neither: the parent was left running without

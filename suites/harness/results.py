@@ -410,8 +410,8 @@ class ResultsWriter:
         return f"{why}; {finished} of {self.selected} selected cases finished{more}"
 
     def _install_signal_handlers(self) -> None:
-        """SIGTERM and SIGHUP end the run as Ctrl-C does (KeyboardInterrupt), so the finish hooks still run; one
-        the process ignores stays ignored (`nohup pytest bench/ ...` goes on when its terminal closes)."""
+        """SIGTERM and SIGHUP end the run as Ctrl-C does (KeyboardInterrupt), so the finish hooks still run; an
+        ignored SIGHUP stays ignored (`nohup pytest bench/ ...` goes on when its terminal closes)."""
         def stop(signum: int, frame: object) -> None:
             self.stopped_by = self.stopped_by or signal.Signals(signum).name
             raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
