@@ -52,10 +52,11 @@ class Nights:
     spikes: dict[str, tuple[int, float]] = field(default_factory=dict)  # case -> (night, factor)
     cut: dict[int, Path] = field(default_factory=dict)  # nights that are a real run cut short, as it was
     first: int = 0  # number of the first night (a second machine may start later)
+    groups: frozenset[str] = frozenset()  # only these suites' cases, as a run of `-k <suite>` holds (empty: all)
 
     def write(self, folder: Path, prefix: str = "") -> list[Path]:
         """One file per night into folder, named `<prefix>NNN_<date>.json` (or `.json.journal`)."""
-        data = [read(p) for p in self.sources]
+        data = [only(read(p), self.groups) for p in self.sources]
         written = []
         for i in range(self.first, self.first + self.count):
             when = night(i)
@@ -75,6 +76,15 @@ class Nights:
                     scale(run, case, factor)
             written.append(write(run, name))
         return written
+
+
+def only(run: dict, groups: frozenset[str]) -> dict:
+    """The run with the cases, measured or not, of these groups alone (all where groups is empty): a page over
+    fewer suites draws fewer pictures, for a test that reads one suite."""
+    if groups:
+        for key in ("benchmarks", "not_measured"):
+            run[key] = [e for e in run.get(key, []) if e.get("group") in groups]
+    return run
 
 
 def scale(run: dict, case: str, factor: float) -> None:

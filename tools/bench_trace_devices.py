@@ -1,8 +1,9 @@
 """Time `python -m reports trace` on a trace of many device ids, text and --json, and print the figures.
 
-The trace is the hostile corpus's (tests/hostile.py, `trace_100k_device_ids`): one kernel on each device id. A
-pass over every event per device made it quadratic (67 to 120 s for 100,000 ids); tests/test_trace.py checks the
-result on such a trace, this script gives the time, which tests do not assert.
+The trace is the hostile corpus's (tests/hostile.py, `trace_20k_device_ids`), here of 100,000 ids by default: one
+kernel on each device id. A pass over every event per device made it quadratic (67 to 120 s for 100,000 ids);
+tests/test_trace.py checks the result on such a trace of 20,000, this script gives the time, which tests do not
+assert.
 Usage: python tools/bench_trace_devices.py [--devices 100000] [--repeat 3]
 """
 
