@@ -13,7 +13,7 @@ from suites.core.runner import execute
 from suites.core.timing import StopRule
 from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
 from suites.ops import matmul
-from tests.runs import run_bench, run_reports_in_process
+from tests.runs import run_bench, run_python, run_reports_in_process
 
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
 
@@ -90,3 +90,27 @@ def test_tensor_cores_for_bf16_and_tf32_and_none_for_ieee_fp32(tmp_path):
     for dtype in ("bfloat16", "tf32"):
         assert _gpu_trace(dtype, tmp_path)["tensor_core_share"] > 0.9, dtype
     assert _gpu_trace("float32", tmp_path)["tensor_core_share"] == 0.0
+
+
+PROFILE_BOTH = """
+import json, sys, warnings
+import torch
+from suites.core.memory import cpu_peak_bytes
+from suites.observers.tracing import profile_calls
+a = torch.randn(64, 64)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    cpu_peak_bytes(lambda: a @ a)
+    profile_calls(lambda: a @ a, torch.device("cpu"), __import__("pathlib").Path(sys.argv[1]))
+print(json.dumps([f"{w.category.__name__}: {w.message}" for w in caught]))
+"""
+
+
+def test_a_trace_and_a_cpu_peak_warn_of_nothing_under_this_torch(tmp_path):
+    """Both profiles of a case (its trace, its CPU memory) in a fresh process, where torch warns once: torch 2.11
+    warned at every profiler start that events are cleared at the end of each cycle (suites/core/profiler.py);
+    CI runs this under every torch it tests."""
+    proc = run_python("-c", PROFILE_BOTH, str(tmp_path / "t.json.gz"))
+    assert proc.returncode == 0, proc.tail()
+    assert json.loads(proc.stdout.splitlines()[-1]) == []
+    assert (tmp_path / "t.json.gz").exists()

@@ -14,12 +14,14 @@ from itertools import accumulate
 
 import torch
 from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity
+
+from suites.core.profiler import one_cycle
 
 
 def cpu_peak_bytes(fn: Callable[[], object]) -> int:
     """Most bytes held at once by the allocations made during one call of `fn` (its result is dropped inside)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with one_cycle(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     events = sorted((e for e in prof.profiler.kineto_results.events()
                      if e.name() == "[memory]" and e.device_type() == DeviceType.CPU), key=lambda e: e.start_ns())

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import ProfilerActivity, schedule
 
 from reports.format.errors import InputError
 from reports.format.kineto.events import read_trace
 from reports.format.kineto.summary import summarize_trace, summary_to_json
 from suites.core.cases import Case, Workload
+from suites.core.profiler import one_cycle
 from suites.core.runner import Extension, first_line
 
 WAIT, WARMUP, ACTIVE = 1, 1, 3
@@ -44,8 +45,8 @@ def profile_calls(fn: Callable[[], object], device: torch.device, path: Path) ->
     activity by its device timestamp, so without it a step's kernels would run (and be counted) in the next."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     steps = schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
-    with profile(activities=activities, schedule=steps, record_shapes=True,
-                 on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as prof:
+    with one_cycle(activities=activities, schedule=steps, record_shapes=True,
+                   on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as prof:
         for _ in range(WAIT + WARMUP + ACTIVE):
             fn()
             if device.type == "cuda":
