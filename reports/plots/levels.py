@@ -383,7 +383,7 @@ def write_grid(panels: list[tuple[str, Panel]], title: str, path: Path, columns:
     """Small multiples of one group on one machine in one figure, a title over each (`history -o`), and the key
     under them."""
     rows = math.ceil(len(panels) / columns)
-    figure = Figure(figsize=(columns * GRID_CELL[0], rows * GRID_CELL[1] + 1.6))
+    figure = Figure(figsize=(columns * GRID_CELL[0], rows * GRID_CELL[1] + GRID_MARGINS["bottom"]))
     axes = figure.subplots(rows, columns, squeeze=False)
     grid_layout(figure, rows, columns)
     for ax, (name, panel) in zip(axes.flat, panels, strict=False):
