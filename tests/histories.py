@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reports import timeline
 from reports.format.load import load
-from tests.resultfiles import DATA, dated, read, scale_entry, write
+from tests.resultfiles import DATA, dated, only, read, scale_entry, write
 
 BUSY = DATA / "busy"
 QUICK = DATA / "history"  # five real quick main-job runs of this machine, one after another (README.md there)
@@ -76,15 +76,6 @@ class Nights:
                     scale(run, case, factor)
             written.append(write(run, name))
         return written
-
-
-def only(run: dict, groups: frozenset[str]) -> dict:
-    """The run with the cases, measured or not, of these groups alone (all where groups is empty): a page over
-    fewer suites draws fewer pictures, for a test that reads one suite."""
-    if groups:
-        for key in ("benchmarks", "not_measured"):
-            run[key] = [e for e in run.get(key, []) if e.get("group") in groups]
-    return run
 
 
 def scale(run: dict, case: str, factor: float) -> None:

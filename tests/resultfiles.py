@@ -62,6 +62,16 @@ def scaled(data: dict, case: str, factor: float) -> dict:
     return out
 
 
+def only(data: dict, groups: frozenset[str]) -> dict:
+    """A copy of a run with the cases, measured or not, of these groups alone (all where groups is empty), as a run
+    of `-k <suite>` holds: a page over fewer suites draws fewer pictures, for a test that reads one suite."""
+    out = copy.deepcopy(data)
+    if groups:
+        for key in ("benchmarks", "not_measured"):
+            out[key] = [e for e in out.get(key, []) if e.get("group") in groups]
+    return out
+
+
 def dated(data: dict, when: str, commit: str) -> dict:
     """A copy of a run stamped with another datetime and commit (what a later nightly run would carry)."""
     out = copy.deepcopy(data)

@@ -26,8 +26,8 @@ from reports.history_html import NEWS_ORDER, anchor, build, gate_line, good_fram
 from reports.noise import level
 from reports.plots import levels
 from reports.text import file_stem
-from tests.histories import KILLED_JOURNAL, QUICK, STOPPED, Nights, night, only, real_runs, steady_case
-from tests.resultfiles import DATA, ROUNDS_A, ROUNDS_B, read, write
+from tests.histories import KILLED_JOURNAL, QUICK, STOPPED, Nights, night, real_runs, steady_case
+from tests.resultfiles import DATA, ROUNDS_A, ROUNDS_B, only, read, write
 
 NIGHTS, STEP_NIGHT, SPIKE_NIGHT, KILLED_NIGHT, STOPPED_NIGHT = 14, 9, 5, 6, 11
 GOOD_NIGHTS = [0, 1, 2, 3, 4, 7, 8]  # the nights the gate passed: not the spike, a cut one, or the step's
