@@ -330,7 +330,7 @@ def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
     assert on.pct_achievable(_result(_case(flops=5e12), "error")) == {}  # a wrong answer never raises a roof
     assert on.achievable_info()["flops"]["float32"]["raised_by"] is None
     above = _result(_case(flops=5e12, suite="conv"))
-    above.extra_info = {"pct_peak": 130.0, "tflops_above_peak": True}
+    above.figures = {"pct_peak": 130.0, "tflops_above_peak": True}
     assert on.pct_achievable(above) == {}  # above the datasheet peak: its FLOPs are not work, no roof rises
     assert on.achievable_info()["kinds"] == {}
     off = BenchSession(CPU, "quick", None, achievable_mode="off")

@@ -116,6 +116,6 @@ def test_a_cold_cases_peak_memory_is_its_hot_twins(cuda):
     def case(cold: bool) -> Case:
         return Case("test", f"peak/{cold}", {}, build=lambda device: Workload(lambda: a @ a), cold=cold)
 
-    hot, cold = (execute(case(c), cuda, RULE).extra_info for c in (False, True))
+    hot, cold = (execute(case(c), cuda, RULE).figures for c in (False, True))
     print(f"peak_mem_bytes hot {hot['peak_mem_bytes']}, cold {cold['peak_mem_bytes']}")
     assert cold["l2_flush"] and cold["peak_mem_bytes"] == hot["peak_mem_bytes"]

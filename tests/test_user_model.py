@@ -30,7 +30,7 @@ def _run(user: UserModel, lever_label: str):
 ], ids=["dict-loss", "tuple", "loss_fn"])
 def test_each_kind_of_model_trains_through_the_step(user):
     result = _run(user, "precision/fp32")
-    info = result.extra_info
+    info = result.figures
     assert result.status == "ok", result.reason
     assert info["loss_after_n"] < info["loss_first"]  # the seeded steps trained it
     assert info["n_params"] == sum(p.numel() for p in user.model().parameters())
@@ -42,7 +42,7 @@ def test_each_kind_of_model_trains_through_the_step(user):
 def test_levers_keep_the_loss_of_the_plain_step():
     """Accumulation over micro-batches of a dict batch and checkpointed blocks train as the plain step does."""
     user = UserModel(user_models.dict_model, user_models.dict_batch)
-    losses = {label: _run(user, label).extra_info["loss_after_n"] for label in ("baseline/amp_bf16-eager",
+    losses = {label: _run(user, label).figures["loss_after_n"] for label in ("baseline/amp_bf16-eager",
                                                                                 "accum/4", "checkpoint/blocks")}
     assert losses["accum/4"] == pytest.approx(losses["baseline/amp_bf16-eager"], rel=1e-2)
     assert losses["checkpoint/blocks"] == pytest.approx(losses["baseline/amp_bf16-eager"], rel=1e-3)
@@ -69,7 +69,7 @@ def test_a_model_that_does_not_fit_is_a_recorded_oom():
     user = UserModel(user_models.too_big_model, user_models.tensor_batch)
     user.probe(CPU)  # not a usage error: the sweep records it
     result = _run(user, "baseline/amp_bf16-eager")
-    assert result.status == "oom" and result.extra_info["requested_bytes"] == 2**50
+    assert result.status == "oom" and result.figures["requested_bytes"] == 2**50
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -198,4 +198,4 @@ def test_a_transformers_model_from_a_config_trains():
     user = UserModel(lambda: transformers.GPT2LMHeadModel(config), batch, name="gpt2")
     result = _run(user, "checkpoint/blocks")  # Hugging Face's own gradient checkpointing
     assert result.status == "ok", result.reason
-    assert result.extra_info["tokens_per_step"] == 64 and result.extra_info["loss_after_n"] > 0
+    assert result.figures["tokens_per_step"] == 64 and result.figures["loss_after_n"] > 0
