@@ -16,8 +16,9 @@ import torch
 
 from suites.core import achievable, profiles
 from suites.core.cases import Case, Unsupported
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
-from suites.core.timing import Measurement, StopRule
+from suites.core.stopping import StopRule
 from suites.harness.bench_session import BenchSession
 from tests.runs import run_bench
 

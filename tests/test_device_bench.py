@@ -9,8 +9,9 @@ import torch
 
 from suites.core import achievable
 from suites.core.cases import Case
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
-from suites.core.timing import Measurement, StopRule
+from suites.core.stopping import StopRule
 from suites.harness.bench_session import BenchSession
 from suites.harness.device_bench import DeviceBench, declared
 

@@ -13,10 +13,13 @@ import time
 import pytest
 import torch
 
+from suites.core.backends import TorchBackend
 from suites.core.cases import Case, Workload
 from suites.core.profiles import rules
 from suites.core.runner import execute
-from suites.core.timing import EVENT_RESOLUTION_S, MIN_HOLD_S, StopRule, TorchBackend, empty_window_s, measure
+from suites.core.samplers import EVENT_RESOLUTION_S, MIN_HOLD_S, empty_window_s
+from suites.core.stopping import StopRule
+from suites.core.timing import measure
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: events, streams, graphs")]

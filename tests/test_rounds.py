@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from suites.core.profiles import RULES, Profile
-from suites.core.timing import rel_iqr
+from suites.core.stopping import rel_iqr
 from suites.harness import entry
 from suites.harness.bench_rounds import MAX_ROUNDS, earlier_measurements, in_rounds, measure_rounds, round_order
 from suites.harness.bench_session import BenchSession, measure_once

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.measurement import Measurement
 from suites.core.runner import (
     DevicePeaks,
     Extension,
@@ -16,7 +17,7 @@ from suites.core.runner import (
     is_oom,
     requested_bytes,
 )
-from suites.core.timing import STOP_REASONS, Measurement, StopRule, rel_iqr
+from suites.core.stopping import STOP_REASONS, StopRule, rel_iqr
 from suites.harness.entry import RunNotes, extra_info
 from suites.ops import matmul
 from tests.virtual_gpu import Kernel, VirtualGpu

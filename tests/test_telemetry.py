@@ -12,7 +12,7 @@ import torch
 
 from suites.core import nvml
 from suites.core.runner import execute
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.observers.telemetry import (
     CounterReading,
     NvmlReader,

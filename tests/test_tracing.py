@@ -10,7 +10,7 @@ import torch
 
 from suites.core.cases import Case, Workload
 from suites.core.runner import execute
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
 from suites.ops import matmul
 from tests.runs import run_bench, run_python, run_reports_in_process

@@ -5,7 +5,7 @@ import torch
 
 from suites.core.cases import Unsupported
 from suites.core.runner import execute
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.training import memory_budget, param_bytes, recipe, train_step
 from suites.training.data import token_batch, token_batches
 from suites.training.models import GPT, GPTConfig

@@ -18,9 +18,12 @@ from typing import Protocol
 import torch
 
 from suites.core import memory
+from suites.core.backends import Backend, TorchBackend
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.measurement import Measurement, pool_rounds
 from suites.core.precision import float32_mode
-from suites.core.timing import Backend, Measurement, Ranks, StopRule, TorchBackend, measure, needs_flush, pool_rounds
+from suites.core.stopping import StopRule
+from suites.core.timing import Ranks, measure, needs_flush
 
 
 class Extension:
@@ -200,7 +203,7 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
     """Build, measure and check one case; never raises for a failing case, it returns the failure.
     With `lockstep` (several ranks), every figure derives from the slowest rank's samples; with `earlier_rounds`
     (`--bench-rounds`), from the samples of every round, these and this one's. `backend`: the clocks and CUDA
-    primitives (suites/core/timing.py), torch's by default."""
+    primitives (suites/core/backends.py), torch's by default."""
     workload = None
     peaks = peaks or DevicePeaks()
     try:

@@ -29,8 +29,8 @@ import pytest
 
 from suites.core.cases import Case
 from suites.core.defaults import NIGHTLY_ROUNDS
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
-from suites.core.timing import Measurement
 
 # Each round is a whole pass over the selection: past this many, a run costs hours and its round medians say
 # nothing that a history of nightly runs does not say better.

@@ -23,7 +23,7 @@ from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.profiles import SMOKE, Profile, rules
 from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.harness import bench_rounds, distributed, entry
 from suites.harness.entry import RunNotes
 

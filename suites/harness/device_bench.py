@@ -14,7 +14,7 @@ host enqueues kernels, not how long they run. `device_bench(fn)` makes the calla
   declaration, so a figure above its achievable roof raises no roof (suites/core/achievable.py);
 - pytest-benchmark's `stats` filled with those samples (seconds per call), `options.timer` and
   `extra_info.timer` naming the timer that ran (`cuda_event`, `cuda_graph`, `wall`);
-- a call shorter than a sample batched (`calls_per_sample`, suites/core/timing.py's `calibrate`);
+- a call shorter than a sample batched (`calls_per_sample`, suites/core/calibration.py's `calibrate`);
 - with `--bench-rounds N`, N rounds with the per-round rule, pooled and listed in `round_medians_s` as the
   suites' are; they run back to back inside the test (the callable exists only there), not interleaved with the
   other cases' rounds, so their spread is the noise of those seconds, not of the whole run.
@@ -46,7 +46,7 @@ from pytest_benchmark.fixture import FixtureAlreadyUsed
 from suites.core.cases import Case, Workload
 from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, failure, is_oom, refused
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.harness import bench_session, entry
 from suites.harness.bench_session import BenchSession
 

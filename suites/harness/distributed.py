@@ -37,8 +37,8 @@ import torch.distributed as dist
 
 from suites.core import defaults
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult, first_line
-from suites.core.timing import Measurement
 from suites.harness import results
 
 DEFAULT_TIMEOUT_S = defaults.DIST_TIMEOUT_S

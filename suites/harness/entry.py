@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
     import pytest
 
+    from suites.core.measurement import Measurement
     from suites.core.runner import CaseResult
-    from suites.core.timing import Measurement
 
 
 @dataclass(frozen=True)
