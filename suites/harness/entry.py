@@ -15,7 +15,8 @@ assembles them, one step after the other (`STEPS`), in the order the entry holds
 7. `rounds`: with `--bench-rounds`, each round's median and samples (the measurement pools them all).
 
 A field of every case belongs to the runner's figures; a field that needs the run (its options, the other ranks,
-the rounds before) is a step here, with its value in `RunNotes`. The names are those of docs/results.md.
+the rounds before) is a step here: its value in a field of `RunNotes`, a function that reads it, and its place in
+`STEPS`. The names are those of docs/results.md.
 
 Entries come out of here three ways, each from that one builder: a measured case hands its samples to
 pytest-benchmark's fixture as rounds of one call each (`record`), so that the JSON's `stats` (min, median, IQR,

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from suites.core.runner import CaseResult, Extension
     from suites.harness.bench_session import BenchSession
     from suites.harness.device_bench import DeviceBench
+    from suites.harness.entry import Recorded
 
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
@@ -302,8 +303,9 @@ def require_pytest_benchmark(benchmark: object) -> None:
 
 
 @pytest.fixture
-def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], CaseResult]:
-    """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON."""
+def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], Recorded]:
+    """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON (what
+    it returns: the runner's result and its entry's extra_info)."""
     require_pytest_benchmark(benchmark)
     from suites.harness import bench_session
     shared = shared_session(request.config)
