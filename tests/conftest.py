@@ -70,11 +70,11 @@ def quick_run(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def advise_rows() -> list:
     """The advisor's rows of a real conv sweep on this CPU (tests/data/advise_conv_cpu_quick), with parity."""
-    from suites.training import advise  # the plugin's tests need no torch at collection
+    from suites.training import advise_rules  # the plugin's tests need no torch at collection
 
     sweep = Path(__file__).parent / "data" / "advise_conv_cpu_quick"
-    found = advise.read_rows(sweep / "sweep.json") + advise.read_rows(sweep / "combination.json")
-    advise.add_parity(found)
+    found = advise_rules.read_rows(sweep / "sweep.json") + advise_rules.read_rows(sweep / "combination.json")
+    advise_rules.add_parity(found)
     return found
 
 

@@ -16,8 +16,9 @@ import torch
 
 from suites.core import achievable, profiles
 from suites.core.cases import Case, Unsupported
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
-from suites.core.timing import Measurement, StopRule
+from suites.core.stopping import StopRule
 from suites.harness.bench_session import BenchSession
 from tests.runs import run_bench
 
@@ -330,7 +331,7 @@ def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
     assert on.pct_achievable(_result(_case(flops=5e12), "error")) == {}  # a wrong answer never raises a roof
     assert on.achievable_info()["flops"]["float32"]["raised_by"] is None
     above = _result(_case(flops=5e12, suite="conv"))
-    above.extra_info = {"pct_peak": 130.0, "tflops_above_peak": True}
+    above.figures = {"pct_peak": 130.0, "tflops_above_peak": True}
     assert on.pct_achievable(above) == {}  # above the datasheet peak: its FLOPs are not work, no roof rises
     assert on.achievable_info()["kinds"] == {}
     off = BenchSession(CPU, "quick", None, achievable_mode="off")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from suites.core import children
-from suites.training import advise
+from suites.training import advise, advise_rules, advise_sweep
 from tests.runs import start_python
 
 DICT_MODEL = ["tests.user_models:dict_model", "--batch", "tests.user_models:dict_batch", "--device", "cpu"]
@@ -23,20 +23,20 @@ def test_a_setting_whose_loss_is_not_finite_is_never_recommended(advise_rows):
     for loss in (float("nan"), None, float("inf")):
         diverged = [dataclasses.replace(r, median_s=r.median_s / 10, q1_s=r.q1_s / 10, q3_s=r.q3_s / 10,
                                         loss_after_n=loss) if r is fused else r for r in advise_rows]
-        advise.add_parity(diverged)
-        best = advise.recommend(diverged, budget=None)
+        advise_rules.add_parity(diverged)
+        best = advise_rules.recommend(diverged, budget=None)
         assert best is not None and best.lever != "optimizer"
         base = next(r for r in diverged if r.lever == "baseline")
         hit = next(r for r in diverged if r.lever == "optimizer")
-        assert advise.verdict(hit, base, None).startswith("no finite loss")
+        assert advise_rules.verdict(hit, base, None).startswith("no finite loss")
 
 
 def test_when_fp32s_own_loss_is_not_finite_nothing_is_recommended(advise_rows):
     broken = [dataclasses.replace(r, loss_after_n=float("nan")) if r.label == "fp32" else r for r in advise_rows]
-    advise.add_parity(broken)
+    advise_rules.add_parity(broken)
     measured = [r for r in broken if r.measured and r.label != "fp32"]
-    assert measured and all(advise.rejection(r, None) for r in measured)
-    assert advise.recommend(broken, budget=None) is None
+    assert measured and all(advise_rules.rejection(r, None) for r in measured)
+    assert advise_rules.recommend(broken, budget=None) is None
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -57,7 +57,7 @@ def test_unusable_out_and_name_are_one_line_usage_errors(args, message, tmp_path
 
 def test_a_slow_factory_is_told_while_it_runs(capsys, monkeypatch, tmp_path):
     """A factory that takes a second: advise says it is still at it, then names what the factory returned."""
-    monkeypatch.setattr(advise, "PROGRESS_S", 0.2)
+    monkeypatch.setattr(advise_sweep, "PROGRESS_S", 0.2)
     argv = ["tests.user_models:slow_not_a_model", "--batch", "tests.user_models:dict_batch", "--device", "cpu",
             "--out", str(tmp_path / "out")]
     assert advise.main(argv) == advise.USAGE
@@ -69,11 +69,11 @@ def test_a_slow_factory_is_told_while_it_runs(capsys, monkeypatch, tmp_path):
 
 def test_the_progress_count_reads_a_running_sweeps_journal(tmp_path):
     results = tmp_path / "sweep.json"
-    assert advise.finished_cases(results) is None
+    assert advise_sweep.finished_cases(results) is None
     journal = tmp_path / "sweep.json.journal"
     journal.write_text('{"journal": 1, "machine_info": {}}\n{"benchmarks": {"name": "a"}}\n'
                        '{"not_measured": {"name": "b"}}\n')
-    assert advise.finished_cases(results) == 2
+    assert advise_sweep.finished_cases(results) == 2
 
 
 PARENT = '''

@@ -83,7 +83,7 @@ def test_every_implementation_on_cpu_is_within_tolerance_or_skipped_with_torchs_
         assert result.reason.startswith(f"sdpa_kernel({case.params['impl']}): ") and "backend" in result.reason
         return
     assert result.status == "ok", result.reason
-    assert 0 < result.extra_info["error_rel"] <= case.tolerance
+    assert 0 < result.figures["error_rel"] <= case.tolerance
 
 
 def test_probe_reports_torchs_warnings_and_error_as_the_reason():
@@ -122,7 +122,7 @@ def test_quick_memory_sweep_naive_grows_4x_and_flash_2x_per_doubling():
     peaks: dict[str, list[int]] = {}
     for impl in ("naive", "flash", "math"):
         for case in sorted((c for c in sweep if c.params["impl"] == impl), key=lambda c: int(c.params["seq"])):
-            peaks.setdefault(impl, []).append(case.build(CPU).extra_info["peak_mem_bytes"])
+            peaks.setdefault(impl, []).append(case.build(CPU).figures["peak_mem_bytes"])
     ratios = {impl: [b / a for a, b in itertools.pairwise(p)] for impl, p in peaks.items()}
     for impl, values in ratios.items():
         print(f"{impl}: peak bytes {peaks[impl]}, ratio per doubling of seq {[f'{r:.2f}' for r in values]}")
@@ -199,5 +199,5 @@ def test_on_cuda_flash_needs_less_memory_than_naive_and_both_match_float64():
                for impl in ("naive", "flash")}
     for result in results.values():
         assert result.status == "ok", result.reason
-        assert result.extra_info["peak_mem_bytes"] > 0
-    assert results["naive"].extra_info["peak_mem_bytes"] > 4 * results["flash"].extra_info["peak_mem_bytes"]
+        assert result.figures["peak_mem_bytes"] > 0
+    assert results["naive"].figures["peak_mem_bytes"] > 4 * results["flash"].figures["peak_mem_bytes"]

@@ -79,9 +79,9 @@ def test_cnn_mean_is_flagged_in_the_case(recwarn):
     case = next(c for c in numerics.cases("quick") if c.id == "numerics/autocast_audit/cnn-tiny/bfloat16")
     result = execute(case, torch.device("cpu"), SMOKE)
     assert result.status == "ok", result.reason
-    assert any("mean" in v for v in result.extra_info["violations"])
+    assert any("mean" in v for v in result.figures["violations"])
     assert any(issubclass(w.category, numerics.AutocastAuditWarning) for w in recwarn)
-    assert {row["op"] for row in result.extra_info["ops"]} >= {"convolution", "convolution_backward"}
+    assert {row["op"] for row in result.figures["ops"]} >= {"convolution", "convolution_backward"}
 
 
 def test_cli_prints_the_table_and_rejects_bad_input():

@@ -105,13 +105,13 @@ def test_the_largest_batch_is_timed_where_it_fits_when_the_boundary_fails_again(
 
     found, case = _boundary_case(refuse=set())
     exact = execute(case, CPU, SMOKE)
-    assert exact.status == "ok" and exact.extra_info["timed_batch"] == found.largest
-    assert "timed_batch_reason" not in exact.extra_info
+    assert exact.status == "ok" and exact.figures["timed_batch"] == found.largest
+    assert "timed_batch_reason" not in exact.figures
     found, case = _boundary_case(refuse={found.largest})
     fits = sorted(t.batch for t in found.tries if t.fits)
     result = execute(case, CPU, SMOKE)
     assert result.status == "ok" and result.measurement is not None  # the row is kept, timed
-    info = result.extra_info
+    info = result.figures
     assert info["max_batch"] == found.largest and info["timed_batch"] == fits[-2] == info["samples_per_step"]
     assert info["timed_batch_reason"].startswith(f"batch {found.largest} (RuntimeError: ")
     assert "can't allocate memory" in info["timed_batch_reason"]
@@ -136,9 +136,9 @@ def test_sweep_case_over_budget_is_recorded_as_oom():
     result = execute(case, CPU, SMOKE)
     assert result.status == "oom" and "exceeds" in result.reason
     fits = execute(batch_size.sweep_case(GPT, "fp32", 2, "quick", budget=None), CPU, SMOKE)
-    assert fits.status == "ok" and fits.extra_info["step_peak_bytes"] <= batch_size.PROFILES["quick"].cpu_budget
-    assert fits.extra_info["tokens_per_s"] > 0 and fits.extra_info["samples_per_step"] == 2
-    assert 0 < fits.extra_info["peak_mem_bytes"] < fits.extra_info["step_peak_bytes"]
+    assert fits.status == "ok" and fits.figures["step_peak_bytes"] <= batch_size.PROFILES["quick"].cpu_budget
+    assert fits.figures["tokens_per_s"] > 0 and fits.figures["samples_per_step"] == 2
+    assert 0 < fits.figures["peak_mem_bytes"] < fits.figures["step_peak_bytes"]
 
 
 def test_bad_budget_is_a_one_line_usage_error():

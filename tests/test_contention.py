@@ -18,7 +18,8 @@ from suites.core.host_load import (
     SampleLoad,
     pooled,
 )
-from suites.core.timing import StopRule, measure
+from suites.core.stopping import StopRule
+from suites.core.timing import measure
 from tests.runs import start_python
 
 

@@ -101,7 +101,7 @@ def test_tf32_is_unsupported_on_cpu_with_a_reason():
 def test_runner_records_cpu_peak_memory_and_a_checked_result():
     layer = conv.ConvLayer("misaligned-3x3", 1, 63, 63, 14, 3, 1, 1)
     result = execute(conv.make_case(layer, "bfloat16", "channels_last", "fwd_bwd"), CPU, SMOKE)
-    info = result.extra_info
+    info = result.figures
     assert result.status == "ok", result.reason
     # at least the output and the two gradients, in bfloat16, were allocated during the call
     assert info["peak_mem_bytes"] >= 2 * (2 * 63 * 14 * 14 + 63 * 63 * 9)
@@ -135,7 +135,7 @@ def test_cuda_conv_is_within_tolerance_in_both_formats(dtype):
     for memory_format in conv.FORMATS:
         result = execute(conv.make_case(layer, dtype, memory_format, "fwd_bwd"), torch.device("cuda"), SMOKE)
         assert result.status == "ok", result.reason
-        assert result.extra_info["peak_mem_bytes"] > 0
+        assert result.figures["peak_mem_bytes"] > 0
 
 
 @pytest.mark.slow

@@ -9,8 +9,9 @@ import torch
 
 from suites.core import achievable
 from suites.core.cases import Case
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
-from suites.core.timing import Measurement, StopRule
+from suites.core.stopping import StopRule
 from suites.harness.bench_session import BenchSession
 from suites.harness.device_bench import DeviceBench, declared
 
@@ -67,5 +68,5 @@ def test_a_device_bench_case_above_its_roof_raises_none():
 def test_a_case_above_the_datasheet_bandwidth_gets_no_achievable_figure():
     session = BenchSession(CPU, "quick", None, achievable_mode="auto", _achievable=_peaks())
     above = _measured(5e10, suite="conv")
-    above.extra_info = {"gbps": 9000.0, "gbps_above_peak": True}
+    above.figures = {"gbps": 9000.0, "gbps_above_peak": True}
     assert session.pct_achievable(above) == {}

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from suites.core.cases import Unsupported
+from suites.core.measurement import Measurement
 from suites.core.profiles import rules
-from suites.core.timing import Measurement, measure
+from suites.core.timing import measure
 from suites.distributed import collectives, parallel_step
 from suites.harness import distributed
 from tests.runs import run_torchrun

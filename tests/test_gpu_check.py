@@ -23,13 +23,13 @@ import pytest
 
 from reports.format.readback import read_run
 from suites.core import profiles
+from suites.core.children import GRACE_S
 from suites.core.precision import DTYPES
 from suites.gpu_check import attention as attention_rows
 from suites.gpu_check import batch_size as batch_rows
 from suites.gpu_check import command
 from suites.gpu_check import conv as conv_rows
 from suites.gpu_check import train_step as train_rows
-from suites.gpu_check.bounded import TERM_GRACE_S
 from suites.gpu_check.command import (
     DEFAULT_BUDGET_S,
     READ_MARGIN_S,
@@ -74,7 +74,7 @@ def own_caches(tmp_path_factory, monkeypatch):
 # --- the plan and the budget ------------------------------------------------------------------------------------
 
 def test_a_step_that_would_overrun_the_budget_is_skipped_with_its_reason():
-    room = READ_MARGIN_S + TERM_GRACE_S
+    room = READ_MARGIN_S + GRACE_S
     assert skip_reason(BOTH, "cpu", 30 + room, None) is None
     assert skip_reason(BOTH, "cpu", 29 + room, None) == "over budget: needs about 30 s, 29 s usable left"
     assert skip_reason(BOTH, "cuda", 60 + room, None).startswith("over budget: needs about 100 s")
@@ -87,7 +87,7 @@ def test_gpu_only_steps_and_steps_left_out_by_only_say_why():
 
 def test_a_step_never_runs_past_what_the_budget_has_left():
     assert step_timeout(100, 1e6) == 230  # its own limit: twice what it is expected to take and half a minute
-    assert step_timeout(100, 150) == 150 - READ_MARGIN_S - TERM_GRACE_S
+    assert step_timeout(100, 150) == 150 - READ_MARGIN_S - GRACE_S
 
 
 def test_an_estimate_is_the_sum_of_what_it_rests_on():
@@ -531,7 +531,7 @@ def test_stopping_or_killing_the_check_ends_its_running_step(how, tmp_path):
         time.sleep(1)
         check.send_signal(how)
         check.wait(timeout=60)
-        assert wait_for(lambda: not alive(step), TERM_GRACE_S + 10), "the step outlived the check"
+        assert wait_for(lambda: not alive(step), GRACE_S + 10), "the step outlived the check"
     finally:
         if check.poll() is None:
             check.kill()
@@ -554,7 +554,7 @@ def test_a_budgeted_cpu_run_streams_its_rows_skips_with_reasons_and_reads_nothin
     # A budget the training step cannot fit into even as the first step, however quick the steps before it are;
     # the preflight and matmul (10 s and 11 s estimated) fit.
     train_step = next(step for step in STEPS if step.name == "train_step").plans["cpu"].estimate.seconds
-    budget = train_step + READ_MARGIN_S + TERM_GRACE_S - 1
+    budget = train_step + READ_MARGIN_S + GRACE_S - 1
     start = time.perf_counter()
     proc = start_python("-m", "suites.gpu_check", "--device", "cpu", "--budget-s", f"{budget:g}", "--only", only,
                         "--progress-s", "2", "--out", str(tmp_path))

@@ -13,10 +13,13 @@ import time
 import pytest
 import torch
 
+from suites.core.backends import TorchBackend
 from suites.core.cases import Case, Workload
 from suites.core.profiles import rules
 from suites.core.runner import execute
-from suites.core.timing import EVENT_RESOLUTION_S, MIN_HOLD_S, StopRule, TorchBackend, empty_window_s, measure
+from suites.core.samplers import EVENT_RESOLUTION_S, MIN_HOLD_S, empty_window_s
+from suites.core.stopping import StopRule
+from suites.core.timing import measure
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: events, streams, graphs")]
@@ -116,6 +119,6 @@ def test_a_cold_cases_peak_memory_is_its_hot_twins(cuda):
     def case(cold: bool) -> Case:
         return Case("test", f"peak/{cold}", {}, build=lambda device: Workload(lambda: a @ a), cold=cold)
 
-    hot, cold = (execute(case(c), cuda, RULE).extra_info for c in (False, True))
+    hot, cold = (execute(case(c), cuda, RULE).figures for c in (False, True))
     print(f"peak_mem_bytes hot {hot['peak_mem_bytes']}, cold {cold['peak_mem_bytes']}")
     assert cold["l2_flush"] and cold["peak_mem_bytes"] == hot["peak_mem_bytes"]

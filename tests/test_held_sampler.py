@@ -10,16 +10,16 @@ import torch
 
 from suites.core.profiles import rules
 from suites.core.runner import _measurement_info
-from suites.core.timing import (
+from suites.core.samplers import (
     EMPTY_WINDOW_TRIES,
     FOLLOW_HOST_AFTER,
     MIN_HOLD_S,
     WAIT_CONFIRMATIONS,
-    StopRule,
     lengthen_hold,
-    measure,
     plan_hold,
 )
+from suites.core.stopping import StopRule
+from suites.core.timing import measure
 from suites.ops import matmul
 from tests.virtual_gpu import CURRENT, Kernel, PowerCap, VirtualGpu
 

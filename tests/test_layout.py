@@ -128,7 +128,7 @@ def _stop_rules_written(path: Path) -> int:
 
 def test_every_stop_rule_is_written_in_the_profile_module():
     """suites/core/__init__: a measurement rule is a profile's (or a named one), in suites/core/profiles.py."""
-    home = {ROOT / "suites" / "core" / "profiles.py", ROOT / "suites" / "core" / "timing.py"}
+    home = {ROOT / "suites" / "core" / "profiles.py", ROOT / "suites" / "core" / "stopping.py"}
     found = {module_name(p) if p.is_relative_to(ROOT / "suites") else str(p.relative_to(ROOT)): _stop_rules_written(p)
              for top in ("suites", "bench", "tools") for p in (ROOT / top).rglob("*.py") if p not in home}
     assert {name: n for name, n in found.items() if n} == {}
@@ -202,3 +202,89 @@ def test_every_test_of_a_module_that_imports_torch_is_marked_for_every_supported
     # no torch import: the reports' tests, the writer's, and a test that only writes `import torch` into a file
     assert not {"test_reports_no_torch.py", "test_results_durability.py", "test_plugin_guest.py"} & marked
     assert request.node.get_closest_marker("torch_api") is None  # this module does not import torch
+
+
+# A case's entry has one writer (suites/harness/entry.py): every field of its extra_info is assembled there, and
+# pytest-benchmark's private members (its fixture's, its session's) are used there only, so that a change in
+# pytest-benchmark shows in one module and a reader finds every field of an entry in one place.
+ENTRY_BUILDER = ROOT / "suites" / "harness" / "entry.py"
+MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__ior__"}
+
+
+def private_names(package: Path) -> set[str]:
+    """The underscore names a package's source defines or reads on its objects."""
+    names: set[str] = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__") and n != "_"}
+
+
+def pytest_benchmark_private_names() -> set[str]:
+    """pytest-benchmark's private names (`_make_stats`, `_mode`, ...), found in its installed source, less those
+    pytest's own source uses too (a terminal reporter's `_tw` is pytest's)."""
+    import _pytest
+    import pytest_benchmark
+
+    return private_names(Path(pytest_benchmark.__file__).parent) - private_names(Path(_pytest.__file__).parent)
+
+
+def _is_extra_info(node: ast.AST) -> bool:
+    """`x.extra_info`, a name `extra_info`, or an item of either (`x.extra_info["k"]`)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return (isinstance(node, ast.Attribute) and node.attr == "extra_info") or (
+        isinstance(node, ast.Name) and node.id == "extra_info")
+
+
+def entry_writes(tree: ast.AST, private: set[str]) -> list[str]:
+    """Where a module writes an entry's extra_info or uses pytest-benchmark's private names, line by line."""
+    found = []
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        if any(_is_extra_info(t) for t in targets):
+            found.append(f"{node.lineno}: writes extra_info")
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in MUTATORS and _is_extra_info(func.value):
+                found.append(f"{node.lineno}: extra_info.{func.attr}(...)")
+            if any(k.arg == "extra_info" for k in node.keywords):
+                found.append(f"{node.lineno}: extra_info=...")
+            if (isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) > 1
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value == "extra_info"):
+                found.append(f"{node.lineno}: setattr(..., 'extra_info', ...)")
+        if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "extra_info"
+                                              for k in node.keys):
+            found.append(f"{node.lineno}: an entry's dict with extra_info")
+        if isinstance(node, ast.Attribute) and node.attr in private:
+            found.append(f"{node.lineno}: .{node.attr}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in private:
+            found.append(f"{node.lineno}: {node.value!r}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_benchmark"):
+            private_imports = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+            if node.module == "pytest_benchmark.stats" or private_imports:
+                found.append(f"{node.lineno}: from {node.module} import {', '.join(a.name for a in node.names)}")
+    return found
+
+
+def test_only_the_entry_builder_writes_extra_info_or_touches_pytest_benchmark_privates():
+    private = pytest_benchmark_private_names()
+    assert {"_make_stats", "_mode", "_benchmarksession", "_min_rounds", "_max_time", "_save_cprofile"} <= private
+    paths = [ROOT / "conftest.py", *(p for top in ("suites", "bench") for p in (ROOT / top).rglob("*.py"))]
+    found = {str(p.relative_to(ROOT)): hits for p in paths if p != ENTRY_BUILDER
+             and (hits := entry_writes(ast.parse(p.read_text()), private))}
+    assert found == {}, f"write extra_info or use pytest-benchmark's private names outside {ENTRY_BUILDER}"
+    assert entry_writes(ast.parse(ENTRY_BUILDER.read_text()), private)  # the rule sees what the builder does
+
+
+@pytest.mark.parametrize("code", [
+    "result.extra_info['status'] = 'ok'", "benchmark.extra_info.update(info)", "result.extra_info |= info",
+    "extra_info['torch_threads'] = 2", "replace(result, extra_info={})", "benchmark._make_stats(1)",
+    "getattr(config, '_benchmarksession', None)", "from pytest_benchmark.stats import Metadata",
+    "entry = {'name': n, 'extra_info': info}", "del fixture.extra_info['x']"])
+def test_the_entry_rule_sees_each_kind_of_write(code):
+    assert entry_writes(ast.parse(code), pytest_benchmark_private_names())

@@ -79,7 +79,7 @@ def test_16_bit_weights_lose_every_small_update_and_the_master_keeps_them():
 
 
 def test_lost_update_cases_report_the_fraction_lost():
-    infos = {c.id: execute(c, CPU, SMOKE).extra_info for c in numerics.cases("quick") if "lost_updates" in c.id}
+    infos = {c.id: execute(c, CPU, SMOKE).figures for c in numerics.cases("quick") if "lost_updates" in c.id}
     assert infos["numerics/lost_updates/bfloat16"]["lost_fraction"] == 1.0
     assert infos["numerics/lost_updates/float16"]["lost_fraction"] == 1.0
     assert abs(infos["numerics/lost_updates/bfloat16+fp32_master"]["lost_fraction"]) < 1e-3

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from suites.core.timing import rel_iqr
+from suites.core.stopping import rel_iqr
 from tests.runs import run_pytest, run_pytest_in_process, run_reports_in_process
 
 slow = pytest.mark.slow  # reads the quick run of tests/conftest.py

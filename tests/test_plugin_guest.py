@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suites.core.timing import rel_iqr
+from suites.core.stopping import rel_iqr
 from tests.runs import ROOT, ProcessRun, run_python, run_reports_in_process
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ from referencing import Registry, Resource
 from reports.__main__ import main
 from reports.format import strict_json
 from reports.format.load import load
-from suites.core import timing
+from suites.core import stopping
 from suites.harness.journal import Journal
 from suites.harness.results import dumps
 from tests.resultfiles import DATA, RUN_A, read
@@ -242,7 +242,7 @@ def test_a_schema_names_each_field_once(name):
 
 def test_stop_reasons_statuses_and_timers_are_the_same_in_the_code_the_page_and_the_schema():
     extra = SCHEMA["$defs"]["extra_info"]["properties"]
-    assert table_names("Stop reasons") == list(timing.STOP_REASONS) == extra["stop_reason"]["enum"]
+    assert table_names("Stop reasons") == list(stopping.STOP_REASONS) == extra["stop_reason"]["enum"]
     assert table_names("Status values")[1:] and table_names("Status values") == extra["status"]["enum"]
     assert table_names("Timers") == extra["timer"]["enum"]
     seen = {(key, e["extra_info"][key]) for d in _ours() for part in ("benchmarks", "not_measured")

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from suites.core.profiles import RULES, Profile
-from suites.core.timing import rel_iqr
-from suites.harness.bench_rounds import MAX_ROUNDS, earlier_measurements, in_rounds, measure_rounds, merge, round_order
+from suites.core.stopping import rel_iqr
+from suites.harness import entry
+from suites.harness.bench_rounds import MAX_ROUNDS, earlier_measurements, in_rounds, measure_rounds, round_order
 from suites.harness.bench_session import BenchSession, measure_once
 from suites.ops import matmul
 from suites.training import numerics
@@ -86,9 +87,10 @@ def test_each_round_pools_the_rounds_before_it():
     assert first.measurement.rounds == [] and second.measurement.rounds[0] is first.measurement
     own = second.measurement.rounds[1]
     assert second.measurement.samples_s == first.measurement.samples_s + own.samples_s
-    assert second.extra_info["device_s"] == second.measurement.median_s
+    assert second.figures["device_s"] == second.measurement.median_s
     assert earlier_measurements(log.results[case.id]) == [first.measurement, own]
-    assert merge(second, [first])["round_medians_s"] == [first.measurement.median_s, own.median_s]
+    merged = entry.rounds(second, entry.RunNotes(earlier_rounds=[first]))
+    assert merged["round_medians_s"] == [first.measurement.median_s, own.median_s]
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.measurement import Measurement
 from suites.core.runner import (
     DevicePeaks,
     Extension,
@@ -16,7 +17,8 @@ from suites.core.runner import (
     is_oom,
     requested_bytes,
 )
-from suites.core.timing import STOP_REASONS, Measurement, StopRule, rel_iqr
+from suites.core.stopping import STOP_REASONS, StopRule, rel_iqr
+from suites.harness.entry import RunNotes, extra_info
 from suites.ops import matmul
 from tests.virtual_gpu import Kernel, VirtualGpu
 
@@ -36,10 +38,10 @@ def test_out_of_memory_is_a_result_with_the_request_and_the_run_goes_on():
 
     result = execute(_case(build), CPU, RULE)
     assert result.status == "oom"
-    assert result.extra_info["requested_bytes"] == 4 * 2**50
+    assert result.figures["requested_bytes"] == 4 * 2**50
     assert result.measurement is None
     after = execute(SMALL, CPU, RULE)
-    assert after.status == "ok" and after.extra_info["tflops"] > 0
+    assert after.status == "ok" and after.figures["tflops"] > 0
 
 
 def test_cuda_allocator_message_is_parsed():
@@ -59,7 +61,7 @@ def test_unsupported_keeps_its_reason():
 
     result = execute(_case(build), CPU, RULE)
     assert (result.status, result.reason) == ("unsupported", "needs a Hopper GPU")
-    assert result.extra_info["status"] == "unsupported"
+    assert extra_info(result, RunNotes())["status"] == "unsupported"  # its entry says it (suites/harness/entry.py)
 
 
 def test_unexpected_exception_is_an_error_with_its_first_line():
@@ -81,7 +83,7 @@ def test_result_outside_tolerance_is_an_error_but_keeps_the_timing():
     result = execute(_case(build, tolerance=1e-3), CPU, RULE)
     assert result.status == "error"
     assert "exceeds" in result.reason
-    assert result.measurement is not None and result.extra_info["error_rel"] == 0.5
+    assert result.measurement is not None and result.figures["error_rel"] == 0.5
 
 
 def test_a_check_that_cannot_run_is_an_error_that_keeps_the_timing():
@@ -97,12 +99,12 @@ def test_a_check_that_cannot_run_is_an_error_that_keeps_the_timing():
     result = execute(_case(build, tolerance=1e-3), CPU, RULE)
     assert result.status == "error"
     assert "correctness check did not run" in result.reason and "can't allocate memory" in result.reason
-    assert result.measurement is not None and result.extra_info["tflops"] > 0
-    assert "error_rel" not in result.extra_info
+    assert result.measurement is not None and result.figures["tflops"] > 0
+    assert "error_rel" not in result.figures
 
 
 def test_ok_case_has_the_design_card_fields():
-    info = execute(SMALL, CPU, RULE).extra_info
+    info = extra_info(execute(SMALL, CPU, RULE), RunNotes())
     for key in ("suite", "case", "device", "timer", "status", "flops", "bytes", "tflops", "gbps", "converged",
                 "rel_iqr", "error_rel"):
         assert key in info, key
@@ -128,13 +130,13 @@ class Counting(Extension):
 
 def test_extensions_add_fields_without_touching_the_measurement():
     ext = Counting()
-    info = execute(SMALL, CPU, RULE, extensions=[ext]).extra_info
+    info = execute(SMALL, CPU, RULE, extensions=[ext]).figures
     assert info["observed"] == SMALL.id and info["after"] is True and ext.calls == 1
 
 
 def test_an_op_records_its_device_time_the_hosts_enqueue_time_and_why_sampling_stopped():
     result = execute(SMALL, CPU, RULE)
-    info = result.extra_info
+    info = result.figures
     assert info["device_s"] > 0 and 0 < info["enqueue_s"] <= info["device_s"] * 1.01
     assert info["host_bound"] is False  # a CPU runs what it issues: never behind itself
     assert info["stop_reason"] in STOP_REASONS
@@ -153,7 +155,7 @@ def test_a_case_measured_in_rounds_takes_its_figures_from_every_round():
     median of all samples, 1 s, not this round's."""
     slow = Measurement([1.0] * 1000, "wall", 1, "target", RULE)
     result = execute(SMALL, CPU, RULE, earlier_rounds=[slow])
-    m, info = result.measurement, result.extra_info
+    m, info = result.measurement, result.figures
     assert len(m.rounds) == 2 and m.samples_s == slow.samples_s + m.rounds[1].samples_s
     assert info["device_s"] == m.median_s == 1.0 > m.rounds[1].median_s
     assert info["tflops"] == pytest.approx(SMALL.flops / m.median_s / 1e12)
@@ -166,12 +168,12 @@ def test_a_check_runs_once_in_its_build_and_is_labelled_so():
 
     def build(device):
         calls.append(1)
-        return Workload(fn=lambda: calls.append("sampled"), extra_info={"figure": 42})
+        return Workload(fn=lambda: calls.append("sampled"), figures={"figure": 42})
 
     case = Case(suite="numerics", id="numerics/once", params={}, build=build, kind="check")
     result = execute(case, CPU, RULE)
     assert calls == [1]  # never sampled under the stopping rule
-    info = result.extra_info
+    info = result.figures
     assert (info["stop_reason"], info["timer"], info["figure"]) == ("once", "wall", 42)
     assert not {"converged", "rel_iqr", "enqueue_s", "host_bound", "device_s"} & set(info)
     assert len(result.measurement.samples_s) == 1
@@ -195,11 +197,11 @@ def test_bytes_moved_faster_than_memory_can_serve_them_are_called_a_cache_figure
 def test_a_figure_above_the_datasheet_peak_is_flagged_with_the_reason():
     """As a Winograd convolution reads against the direct FLOP model: a real case timed against a peak it beats."""
     above = execute(SMALL, CPU, RULE, DevicePeaks(flops=1e6))  # 1 MFLOP/s: any real gemm beats it
-    assert above.status == "ok" and above.extra_info["pct_peak"] > 100
-    assert above.extra_info["tflops_above_peak"] is True
-    assert "fewer FLOPs than the model counts" in above.extra_info["notes"][-1]
+    assert above.status == "ok" and above.figures["pct_peak"] > 100
+    assert above.figures["tflops_above_peak"] is True
+    assert "fewer FLOPs than the model counts" in above.figures["notes"][-1]
     below = execute(SMALL, CPU, RULE, DevicePeaks(flops=1e18))
-    assert below.extra_info["pct_peak"] < 100 and "tflops_above_peak" not in below.extra_info
+    assert below.figures["pct_peak"] < 100 and "tflops_above_peak" not in below.figures
 
 
 
@@ -219,6 +221,6 @@ def test_a_cold_cases_peak_memory_is_its_own_not_the_l2_flush_buffers(cold):
     case = Case(suite="test", id="test/cold", params={}, build=lambda device: Workload(fn), cold=cold)
     rule = StopRule(min_samples=5, min_time_s=0.0, target_rel_iqr=0.01, timeout_s=1.0, warmup_s=0.0)
     result = _measure_and_check(case, Workload(fn), torch.device("cuda"), rule, DevicePeaks(), (), backend=gpu)
-    assert result.extra_info["l2_flush"] is cold and result.extra_info["timer"] == "cuda_event"
-    assert result.extra_info["peak_mem_bytes"] == 2**20
+    assert result.figures["l2_flush"] is cold and result.figures["timer"] == "cuda_event"
+    assert result.figures["peak_mem_bytes"] == 2**20
     assert gpu.memory_allocated() == (2 * gpu.l2_bytes if cold else 0)  # the flush buffer is there, outside the peak

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from suites.core.children import Finished
 from suites.gpu_check import command
-from suites.gpu_check.bounded import Finished
 from suites.gpu_check.command import StepRun, learn, plan
 from suites.gpu_check.step_times import KEEP_RUNS, StepTimes, file_for, plan_key
 from suites.gpu_check.steps import PROFILE, STEPS

@@ -12,7 +12,7 @@ import torch
 
 from suites.core import nvml
 from suites.core.runner import execute
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.observers.telemetry import (
     CounterReading,
     NvmlReader,
@@ -157,7 +157,7 @@ def test_absent_on_a_cpu_run_with_the_reason_and_no_warning():
         warnings.simplefilter("error")
         results = [execute(SMALL, CPU, RULE, extensions=[ext]) for _ in range(2)]
     assert [r.status for r in results] == ["ok", "ok"]
-    assert all("telemetry" not in r.extra_info for r in results)
+    assert all("telemetry" not in r.figures for r in results)
     info = machine_info([ext])
     assert info["available"] is False and info["reason"]
     if nvml.nvml()[0] is None:

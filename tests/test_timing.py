@@ -8,29 +8,25 @@ import numpy as np
 import pytest
 import torch
 
+from suites.core.calibration import MAX_OVERHEAD_SHARE
 from suites.core.host_load import Contention, SampleLoad
+from suites.core.measurement import Measurement, pool_rounds
 from suites.core.profiles import NAMES, rules
-from suites.core.timing import (
-    MAX_HOLD_S,
-    MAX_OVERHEAD_SHARE,
-    MIN_HOLD_S,
-    STOP_REASONS,
-    Measurement,
-    StopRule,
-    Taken,
-    converged,
-    lengthen_hold,
-    measure,
-    plan_hold,
-    pool_rounds,
-    rel_iqr,
-    sample_until_stopped,
-    stop_reason,
-    thread_pool_note,
-)
+from suites.core.samplers import MAX_HOLD_S, MIN_HOLD_S, Taken, lengthen_hold, plan_hold
+from suites.core.stopping import STOP_REASONS, Stopping, StopRule, converged, rel_iqr
+from suites.core.timing import measure, sample_until_stopped, thread_pool_note
 from tests.virtual_gpu import VirtualGpu
 
 CPU = torch.device("cpu")
+
+
+def stop_reason(samples: list[float], measured_s: float, elapsed_s: float, rule: StopRule) -> str | None:
+    """Why `rule` stops after these samples, which took `measured_s` on their clock, `elapsed_s` after sampling
+    began (suites/core/stopping.py, fed the samples one by one)."""
+    stopping = Stopping(rule)
+    for i, sample in enumerate(samples):
+        stopping.add(sample, measured_s if i == len(samples) - 1 else 0.0)
+    return stopping.reason(elapsed_s)
 
 
 def test_rel_iqr_is_interquartile_range_over_median():

@@ -10,7 +10,7 @@ import torch
 
 from suites.core.cases import Case, Workload
 from suites.core.runner import execute
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
 from suites.ops import matmul
 from tests.runs import run_bench, run_python, run_reports_in_process
@@ -73,15 +73,15 @@ def test_a_trace_that_fails_is_recorded_and_the_measurement_stands(tmp_path):
     case = Case(suite="test", id="test/failing-trace", params={}, build=build)
     result = execute(case, torch.device("cpu"), RULE, extensions=[TraceExtension(tmp_path)])
     assert result.status == "ok" and result.measurement is not None
-    assert result.extra_info["trace_error"] == "RuntimeError: device lost during profiling"
-    assert "trace" not in result.extra_info
+    assert result.figures["trace_error"] == "RuntimeError: device lost during profiling"
+    assert "trace" not in result.figures
 
 
 def _gpu_trace(dtype: str, tmp_path: Path) -> dict:
     case = matmul.make_case(matmul.MatmulShape("square", 4096, 4096, 4096), dtype)
     result = execute(case, torch.device("cuda"), RULE, extensions=[TraceExtension(tmp_path)])
     assert result.status == "ok", result.reason
-    return result.extra_info["trace_summary"]["devices"][0]
+    return result.figures["trace_summary"]["devices"][0]
 
 
 @pytest.mark.gpu

@@ -5,7 +5,7 @@ import torch
 
 from suites.core.cases import Unsupported
 from suites.core.runner import execute
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 from suites.training import memory_budget, param_bytes, recipe, train_step
 from suites.training.data import token_batch, token_batches
 from suites.training.models import GPT, GPTConfig
@@ -149,7 +149,7 @@ def test_cpu_unsupported_cases_say_why(label):
 def test_a_gpt_case_measures_a_step_and_reports_its_figures():
     case = next(c for c in train_step.cases("quick") if c.id == "train_step/gpt-tiny/baseline/amp_bf16-eager")
     result = execute(case, CPU, RULE)
-    info = result.extra_info
+    info = result.figures
     assert result.status == "ok", result.reason
     assert info["loss_after_n"] < info["loss_first"]
     assert info["n_steps"] == train_step.PROFILES["quick"].steps
@@ -165,7 +165,7 @@ def test_a_gpt_case_measures_a_step_and_reports_its_figures():
 
 def test_the_same_seed_gives_the_same_loss_after_n_steps():
     case = next(c for c in train_step.cases("quick") if c.id == "train_step/gpt-tiny/optimizer/fused")
-    losses = [case.build(CPU).extra_info["loss_after_n"] for _ in range(2)]
+    losses = [case.build(CPU).figures["loss_after_n"] for _ in range(2)]
     assert losses[0] == losses[1]
 
 
@@ -173,7 +173,7 @@ def test_a_cnn_case_with_dataloader_workers_runs():
     case = next(c for c in train_step.cases("quick") if c.id == "train_step/resnet-tiny/data/workers2")
     result = execute(case, CPU, RULE)
     assert result.status == "ok", result.reason
-    assert result.extra_info["samples_per_s"] > 0 and result.extra_info["flops_counted"] > 0
+    assert result.figures["samples_per_s"] > 0 and result.figures["flops_counted"] > 0
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import torch
 
 from suites.core.runner import execute
 from suites.harness.bench_session import SMOKE
-from suites.training import advise
+from suites.training import advise, advise_rules
 from suites.training.recipe import split_batch
 from suites.training.user_model import ModelError, UserModel, enable_checkpointing, load
 from tests import user_models
@@ -30,7 +30,7 @@ def _run(user: UserModel, lever_label: str):
 ], ids=["dict-loss", "tuple", "loss_fn"])
 def test_each_kind_of_model_trains_through_the_step(user):
     result = _run(user, "precision/fp32")
-    info = result.extra_info
+    info = result.figures
     assert result.status == "ok", result.reason
     assert info["loss_after_n"] < info["loss_first"]  # the seeded steps trained it
     assert info["n_params"] == sum(p.numel() for p in user.model().parameters())
@@ -42,7 +42,7 @@ def test_each_kind_of_model_trains_through_the_step(user):
 def test_levers_keep_the_loss_of_the_plain_step():
     """Accumulation over micro-batches of a dict batch and checkpointed blocks train as the plain step does."""
     user = UserModel(user_models.dict_model, user_models.dict_batch)
-    losses = {label: _run(user, label).extra_info["loss_after_n"] for label in ("baseline/amp_bf16-eager",
+    losses = {label: _run(user, label).figures["loss_after_n"] for label in ("baseline/amp_bf16-eager",
                                                                                 "accum/4", "checkpoint/blocks")}
     assert losses["accum/4"] == pytest.approx(losses["baseline/amp_bf16-eager"], rel=1e-2)
     assert losses["checkpoint/blocks"] == pytest.approx(losses["baseline/amp_bf16-eager"], rel=1e-3)
@@ -69,7 +69,7 @@ def test_a_model_that_does_not_fit_is_a_recorded_oom():
     user = UserModel(user_models.too_big_model, user_models.tensor_batch)
     user.probe(CPU)  # not a usage error: the sweep records it
     result = _run(user, "baseline/amp_bf16-eager")
-    assert result.status == "oom" and result.extra_info["requested_bytes"] == 2**50
+    assert result.status == "oom" and result.figures["requested_bytes"] == 2**50
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -107,8 +107,8 @@ def test_load_names_what_failed():
 def test_with_every_quartile_overlapping_the_baseline_it_recommends_the_baseline(advise_rows):
     """This loaded machine's run: no lever's step times cleared the baseline's interquartile range."""
     base = next(r for r in advise_rows if r.lever == "baseline")
-    assert not any(advise.helps(r, base) for r in advise_rows if r.measured)
-    assert advise.recommend(advise_rows, budget=None) is base
+    assert not any(advise_rules.helps(r, base) for r in advise_rows if r.measured)
+    assert advise_rules.recommend(advise_rows, budget=None) is base
 
 
 def test_a_case_made_faster_beyond_the_noise_is_recommended(advise_rows):
@@ -120,37 +120,37 @@ def test_a_case_made_faster_beyond_the_noise_is_recommended(advise_rows):
               if r is fused else dataclasses.replace(r, distrust="") if r.lever == "baseline" else r
               for r in advise_rows]
     base = next(r for r in faster if r.lever == "baseline")
-    best = advise.recommend(faster, budget=None)
+    best = advise_rules.recommend(faster, budget=None)
     assert best.lever == "optimizer"
-    assert advise.verdict(best, base, None) == f"helps: {base.median_s / (fused.median_s / 10):.2f}x"
-    assert advise.combination(faster, None).optimizer == "fused"
+    assert advise_rules.verdict(best, base, None) == f"helps: {base.median_s / (fused.median_s / 10):.2f}x"
+    assert advise_rules.combination(faster, None).optimizer == "fused"
 
 
 def test_every_lever_has_a_verdict_and_rejections_say_why(advise_rows):
     base = next(r for r in advise_rows if r.lever == "baseline")
-    verdicts = {(r.lever, r.label): advise.verdict(r, base, None) for r in advise_rows}
+    verdicts = {(r.lever, r.label): advise_rules.verdict(r, base, None) for r in advise_rows}
     assert verdicts[("precision", "tf32")].startswith("unsupported here: tf32")
     fp32 = next(r for r in advise_rows if r.label == "fp32")
     assert fp32.parity_rel == 0.0
     for r in advise_rows:
-        if r.parity_rel is not None and r.parity_rel > advise.PARITY_TOLERANCE:
+        if r.parity_rel is not None and r.parity_rel > advise_rules.PARITY_TOLERANCE:
             assert verdicts[(r.lever, r.label)].startswith("diverges")
-    table = advise.table(advise_rows, None)
+    table = advise_rules.table(advise_rows, None)
     assert all(r.label in table for r in advise_rows)
 
 
 def test_a_budget_below_every_case_recommends_nothing_and_says_so(advise_rows):
-    assert advise.recommend(advise_rows, budget=1) is None
-    assert advise.rejection(advise_rows[0], budget=1).startswith("over the memory budget")
+    assert advise_rules.recommend(advise_rows, budget=1) is None
+    assert advise_rules.rejection(advise_rows[0], budget=1).startswith("over the memory budget")
 
 
 def test_the_combination_holds_only_levers_that_helped(advise_rows):
     base = next(r for r in advise_rows if r.lever == "baseline")
-    chosen = advise.combination(advise_rows, None)
-    for lever, field in advise.LEVER_FIELD.items():
+    chosen = advise_rules.combination(advise_rows, None)
+    for lever, field in advise_rules.LEVER_FIELD.items():
         case = next((r for r in advise_rows if r.lever == lever and r.measured), None)
         if getattr(chosen, field) != getattr(base.levers, field):
-            assert case is not None and advise.helps(case, base)
+            assert case is not None and advise_rules.helps(case, base)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -198,4 +198,4 @@ def test_a_transformers_model_from_a_config_trains():
     user = UserModel(lambda: transformers.GPT2LMHeadModel(config), batch, name="gpt2")
     result = _run(user, "checkpoint/blocks")  # Hugging Face's own gradient checkpointing
     assert result.status == "ok", result.reason
-    assert result.extra_info["tokens_per_step"] == 64 and result.extra_info["loss_after_n"] > 0
+    assert result.figures["tokens_per_step"] == 64 and result.figures["loss_after_n"] > 0

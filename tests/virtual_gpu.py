@@ -1,5 +1,5 @@
 """A model of CUDA devices, their streams and events and the host that feeds them, on a virtual clock: the timing
-core's `Backend` (suites/core/timing.py) for tests that must know the answer.
+core's `Backend` (suites/core/backends.py) for tests that must know the answer.
 
 What it models, as CUDA specifies it or as GPUs are seen to behave (not canned results):
 - the host clock advances by the host cost of every call (a kernel launch, an event record, a sync) and, in a

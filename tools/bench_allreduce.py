@@ -58,10 +58,10 @@ def suite_busbw(world: distributed.World, dtype_name: str, nbytes: int, device: 
     """The suite's figure for the same message: its case, lockstep rule and slowest-rank reduction."""
     lockstep = distributed.RankLockstep(world, device)
     case = lockstep.agreed(collectives.case("all_reduce", dtype_name, nbytes))
-    result = lockstep.settle(execute(case, device, rules(Profile.QUICK).stop.counted(samples), lockstep=lockstep))
+    result, _ = lockstep.settle(execute(case, device, rules(Profile.QUICK).stop.counted(samples), lockstep=lockstep))
     if result.status != "ok":
         raise SystemExit(f"suite case {case.id}: {result.status}: {result.reason}")
-    return result.extra_info["busbw_gbps"]
+    return result.figures["busbw_gbps"]
 
 
 def main() -> None:

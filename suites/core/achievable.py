@@ -54,7 +54,8 @@ from suites.core import devices, gemm, memory
 from suites.core.cases import Case, Unsupported
 from suites.core.precision import DTYPES, float32_mode
 from suites.core.profiles import MiB, SearchPlan, search_plan, searches_serving
-from suites.core.timing import StopRule, measure
+from suites.core.stopping import StopRule
+from suites.core.timing import measure
 
 FORMAT = 1  # version of the cache file's layout; a file of another version is searched again
 NOT_SEARCHED = "not searched"  # how a dtype's reason starts when the search's total ran out before it

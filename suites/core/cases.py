@@ -14,11 +14,12 @@ class Unsupported(Exception):
 
 @dataclass
 class Workload:
-    """A built case: `fn` is the timed work; `error_rel` computes the relative error against float64."""
+    """A built case: `fn` is the timed work; `error_rel` computes the relative error against float64; `figures`
+    are the suite's own fields of the case's entry (docs/results.md), which the runner adds to what it measured."""
 
     fn: Callable[[], object]
     error_rel: Callable[[], float] | None = None
-    extra_info: dict = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)
     # Fields computed from the measured median seconds per call and the peak FLOP/s (None when unknown), e.g.
     # tokens/s and MFU; called once after the measurement.
     rates: Callable[[float, float | None], dict] | None = None

@@ -1,4 +1,5 @@
-"""Child processes that end with their parent: the pytest runs that `advise` and `gpu_check` start.
+"""Child processes that end with their parent: the pytest runs that `advise` and `gpu_check` start, each through
+`run_bounded`.
 
 A command that runs pytest in a child must not leave it measuring after the command itself is gone: a child left
 behind holds the GPU and skews the next run's figures. Two ways out are covered:
@@ -9,6 +10,12 @@ behind holds the GPU and skews the next run's figures. Two ways out are covered:
   neither (`stops_to_catch`);
 - the parent is killed outright (SIGKILL, the OOM killer): on Linux the child is started with the parent-death
   signal set to SIGTERM (prctl PR_SET_PDEATHSIG), so the kernel stops it the same way.
+
+`run_bounded` runs one such child within a time limit (gpu_check's steps; advise's sweeps have none), in a process
+group of its own, so that at its limit the whole group (pytest and what it started: compile workers, DataLoader
+workers) gets SIGTERM (pytest then writes the cases it finished), and SIGKILL after a grace period. While the child
+runs, `progress` is called every `progress_s` seconds with the seconds elapsed and the last line of its log, so
+that a run of minutes is never silent.
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 # The signals that ask a process to stop (a CI timeout, a closed terminal, Ctrl-C): a run writes what it finished
 # and a child is stopped with its parent. The platform may lack some (Windows has no SIGHUP).
@@ -101,3 +111,51 @@ def stop_with_parent(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
         yield proc
     finally:
         restore()
+
+
+TAIL_BYTES = 4096
+
+
+@dataclass
+class Finished:
+    """A subprocess's outcome: its exit code (None when it was stopped at its limit), output and seconds."""
+
+    returncode: int | None
+    output: str
+    seconds: float
+
+
+def last_line(log: Path) -> str:
+    """The last non-empty line of a log (pytest -v writes the case it is running before its result)."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - TAIL_BYTES))
+            tail = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def run_bounded(cmd: list[str], timeout_s: float, log: Path, cwd: Path,
+                progress: Callable[[float, str], None] = lambda elapsed, line: None,
+                progress_s: float = 30.0) -> Finished:
+    """Run `cmd` in `cwd` for at most `timeout_s`, its output into `log`; at the limit its process group is
+    stopped (SIGTERM, then SIGKILL)."""
+    began = time.perf_counter()
+    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+    with log.open("w") as out:
+        proc = start(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        with stop_with_parent(proc):
+            code: int | None = None
+            while code is None:
+                left = timeout_s - (time.perf_counter() - began)
+                if left <= 0:
+                    stop(proc, GRACE_S)
+                    break
+                try:
+                    code = proc.wait(timeout=min(progress_s, left))
+                except subprocess.TimeoutExpired:
+                    if time.perf_counter() - began < timeout_s:
+                        progress(time.perf_counter() - began, last_line(log))
+    return Finished(code, log.read_text(errors="replace"), time.perf_counter() - began)

@@ -3,7 +3,7 @@
 A profile is how much a run may spend per case. `quick` is minutes for the whole suite on a 2-core CPU (CI, a
 laptop); `full` is the real sweep for a GPU. Per profile (`Rules`):
 
-- `stop`: the stopping rule of one measurement of a case (suites/core/timing.py explains the rule);
+- `stop`: the stopping rule of one measurement of a case (suites/core/stopping.py explains the rule);
 - `round`: the rule of each round under `--bench-rounds N` (suites/harness/bench_rounds.py), shorter than `stop` so
   that N rounds cost about what one measurement does;
 - `lockstep_samples`: the samples every rank takes under torchrun (a count, as nccl-tests does;
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from suites.core.defaults import PROFILES as NAMES
 from suites.core.defaults import Profile
-from suites.core.timing import StopRule
+from suites.core.stopping import StopRule
 
 __all__ = ["NAMES", "Profile", "Rules", "SearchPlan", "rules", "search_plan", "searches_serving"]
 
@@ -72,7 +72,7 @@ RULES: dict[Profile, Rules] = {
         search={"cpu": SearchPlan((128, 256, 384, 512, 768, 1024), 128, 32, 3.5, (64 * MiB,), 2.0, _QUICK_SEARCH),
                 "cuda": SearchPlan((1024, 2048, 4096, 6144, 8192), 512, 128, 10.0, (1 * GiB,), 3.0, _QUICK_SEARCH)}),
     Profile.FULL: Rules(
-        stop=StopRule(),  # nvbench's defaults (suites/core/timing.py)
+        stop=StopRule(),  # nvbench's defaults (suites/core/stopping.py)
         # 3 rounds of at least 0.2 s and 10 samples each replace one measurement of 0.5 s; the timeout is a third
         # of the profile's 15 s, so a case that never converges costs what it did
         round=StopRule(min_samples=10, min_time_s=0.2, target_rel_iqr=0.02, timeout_s=5.0, warmup_s=0.05),

@@ -1,4 +1,5 @@
-"""Runs one case: build, measure, check against float64, and turn it all into the extra_info of docs/results.md.
+"""Runs one case: build, measure, check against float64, and turn it all into the case's figures (docs/results.md),
+from which suites/harness/entry.py builds its entry.
 
 Failures are results: an out-of-memory error becomes `status: oom` with the memory that was asked for, a case
 the device cannot run becomes `unsupported` with the reason, any other exception `error`; memory is released
@@ -17,16 +18,19 @@ from typing import Protocol
 import torch
 
 from suites.core import memory
+from suites.core.backends import Backend, TorchBackend
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.measurement import Measurement, pool_rounds
 from suites.core.precision import float32_mode
-from suites.core.timing import Backend, Measurement, Ranks, StopRule, TorchBackend, measure, needs_flush, pool_rounds
+from suites.core.stopping import StopRule
+from suites.core.timing import Ranks, measure, needs_flush
 
 
 class Extension:
     """Something that observes a case without changing its timing (NVML telemetry, a profiler trace).
 
-    `around` wraps the measurement and fills the dict it yields, merged into extra_info afterwards; `after` may
-    run the workload again (outside the timed window) and returns fields for extra_info.
+    `around` wraps the measurement and fills the dict it yields, merged into the case's figures afterwards;
+    `after` may run the workload again (outside the timed window) and returns figures of its own.
     """
 
     @contextlib.contextmanager
@@ -47,13 +51,15 @@ class Lockstep(Ranks, Protocol):
 
 @dataclass
 class CaseResult:
-    """The outcome of one case: a status, the measurement when there is one, and extra_info for the JSON."""
+    """The outcome of one case: a status, the measurement when there is one, and the case's own figures (what it
+    measured and what follows from that; its entry's `extra_info` is built from them by suites/harness/entry.py,
+    with its status and what the run adds)."""
 
     case: Case
     status: str  # ok, oom, unsupported, error
     reason: str | None = None
     measurement: Measurement | None = None
-    extra_info: dict = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)
 
 
 # CUDA's caching allocator and the CPU allocator word the failed request differently.
@@ -173,30 +179,22 @@ def above_peak_bandwidth(info: dict, peak_gbps: float | None) -> dict:
     return {"gbps_above_peak": True, "notes": [*info.get("notes", []), note]}
 
 
-def stamped(result: CaseResult) -> CaseResult:
-    """The result with its status (and the reason) in extra_info, as every entry of the JSON holds them."""
-    result.extra_info["status"] = result.status
-    if result.reason:
-        result.extra_info["reason"] = result.reason
-    return result
-
-
 def failure(case: Case, device: torch.device, exc: BaseException) -> CaseResult:
     """What an exception of a case's code makes of it: `unsupported`, `oom` (with the bytes asked for) or `error`."""
     info = _base_info(case, device)
     if isinstance(exc, Unsupported):
-        return stamped(CaseResult(case, "unsupported", str(exc), extra_info=info))
+        return CaseResult(case, "unsupported", str(exc), figures=info)
     if is_oom(exc):
         needed = requested_bytes(exc)
         if needed is not None:
             info["requested_bytes"] = needed
-        return stamped(CaseResult(case, "oom", first_line(exc), extra_info=info))
-    return stamped(CaseResult(case, "error", first_line(exc), extra_info=info))
+        return CaseResult(case, "oom", first_line(exc), figures=info)
+    return CaseResult(case, "error", first_line(exc), figures=info)
 
 
 def refused(case: Case, device: torch.device, reason: str) -> CaseResult:
     """A case not measured because what it would measure is not its work: an `error` with the reason."""
-    return stamped(CaseResult(case, "error", reason, extra_info=_base_info(case, device)))
+    return CaseResult(case, "error", reason, figures=_base_info(case, device))
 
 
 def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks | None = None,
@@ -205,7 +203,7 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
     """Build, measure and check one case; never raises for a failing case, it returns the failure.
     With `lockstep` (several ranks), every figure derives from the slowest rank's samples; with `earlier_rounds`
     (`--bench-rounds`), from the samples of every round, these and this one's. `backend`: the clocks and CUDA
-    primitives (suites/core/timing.py), torch's by default."""
+    primitives (suites/core/backends.py), torch's by default."""
     workload = None
     peaks = peaks or DevicePeaks()
     try:
@@ -224,7 +222,7 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
     finally:
         del workload
         memory.release(device)
-    return stamped(result)
+    return result
 
 
 @dataclass(frozen=True)
@@ -239,7 +237,7 @@ def _checked_once(case: Case, workload: Workload, device: torch.device, build_s:
                   rule: StopRule) -> CaseResult:
     """A correctness experiment: it ran once, in its build; its wall time is recorded as such, never as a speed."""
     m = Measurement([build_s], "wall", 1, "once", rule, device_type=device.type)
-    info = _base_info(case, device) | workload.extra_info | _measurement_info(case, m)
+    info = _base_info(case, device) | workload.figures | _measurement_info(case, m)
     status, reason = check(case, workload, info)
     return CaseResult(case, status, reason, m, info)
 
@@ -260,7 +258,7 @@ def _measure_and_check(case: Case, workload: Workload, device: torch.device, rul
                        earlier_rounds: Sequence[Measurement] = (), backend: Backend | None = None) -> CaseResult:
     """Measure a built case and check it. A cold case's L2 flush buffer (twice the L2: 100 MiB on an H200) is
     made before the peak-memory window opens: it is the timer's memory, not the case's."""
-    info = _base_info(case, device) | workload.extra_info
+    info = _base_info(case, device) | workload.figures
     backend = backend or TorchBackend(device)
     if needs_flush(device, case.kind, case.cold):
         backend.l2_flush()

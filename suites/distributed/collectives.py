@@ -130,7 +130,7 @@ def _build(op: str, dtype_name: str, nbytes: int) -> Callable[[torch.device], Wo
             return float(torch.linalg.vector_norm(b.output.double() - expected) / torch.linalg.vector_norm(expected))
 
         info = {"op": op, "message_bytes": message_bytes, "world_size": n, "bus_factor": bus_factor(op, n)}
-        return Workload(fn=b.run, error_rel=error_rel, extra_info=info,
+        return Workload(fn=b.run, error_rel=error_rel, figures=info,
                         rates=lambda median_s, _peak: bandwidths(op, n, message_bytes, median_s))
 
     return build

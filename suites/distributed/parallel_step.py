@@ -122,7 +122,7 @@ def ddp_bucket_bytes(model: nn.Module) -> int:
 def memory_per_rank(model: nn.Module, optimizer: torch.optim.Optimizer, setup: Setup, n_params: int) -> dict:
     """Bytes per parameter this rank holds after a step, from its tensors (FSDP: the local shards)."""
     budget = param_bytes.measure(model, optimizer)
-    info = budget.extra_info()
+    info = budget.figures()
     if setup.strategy == "ddp" and not setup.bucket_view:  # the buckets are a second copy of the gradients
         buckets = ddp_bucket_bytes(model)
         info["bytes_per_param_buckets"] = buckets / n_params
@@ -164,7 +164,7 @@ def _build(profile: StepSizes, setup: Setup) -> Callable[[torch.device], Workloa
                 profile.gpt_batch * config.block_size, "world_size": n}
         info |= memory_per_rank(wrapped, optimizer, setup, n_params)
         turn = itertools.cycle(batches)
-        return Workload(fn=lambda: step(*next(turn)), extra_info=info,
+        return Workload(fn=lambda: step(*next(turn)), figures=info,
                         rates=_rates((config.name, setup.accum), setup, profile.gpt_batch * config.block_size, n))
 
     return build

@@ -41,9 +41,9 @@ from tabulate import tabulate
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import output_dir
+from suites.core.children import GRACE_S, Finished, run_bounded
 from suites.core.defaults import device_type
 from suites.gpu_check import step_times
-from suites.gpu_check.bounded import TERM_GRACE_S, Finished, run_bounded
 from suites.gpu_check.rows import ROW_PREFIX, Row
 from suites.gpu_check.step_times import Measured, StepTimes, plan_key
 from suites.gpu_check.steps import PROFILE, STEP_NAMES, STEPS, CheckStep, Reader, StepPlan
@@ -98,7 +98,7 @@ def skip_reason(step: CheckStep, device_type: str, left_s: float, only: set[str]
     if plan_ is None:
         return f"needs a {' or '.join(step.plans)} device; this run measures {device_type}"
     need = plan_.estimate.seconds if seconds is None else seconds
-    usable = left_s - READ_MARGIN_S - TERM_GRACE_S
+    usable = left_s - READ_MARGIN_S - GRACE_S
     if need > usable:
         return f"over budget: needs about {need:.0f} s, {max(usable, 0):.0f} s usable left"
     return None
@@ -107,7 +107,7 @@ def skip_reason(step: CheckStep, device_type: str, left_s: float, only: set[str]
 def step_timeout(seconds: float, left_s: float) -> float:
     """A step's own limit: twice what it is expected to take and half a minute, and never past what the budget has
     left (less the time a stopped pytest needs to write its file and the rows need to be read)."""
-    return min(2 * seconds + 30, left_s - READ_MARGIN_S - TERM_GRACE_S)
+    return min(2 * seconds + 30, left_s - READ_MARGIN_S - GRACE_S)
 
 
 @dataclass
@@ -406,7 +406,7 @@ def nothing_fits(planned: list[Planned], device_type: str, budget_s: float) -> s
     candidates = [p.seconds for p in planned if device_type in p.step.plans and p.skipped != "not in --only"]
     if not candidates:
         return "no step selected runs on this device"
-    need = min(candidates) + READ_MARGIN_S + TERM_GRACE_S
+    need = min(candidates) + READ_MARGIN_S + GRACE_S
     return f"--budget-s {budget_s:g}: no step fits; the smallest needs about {need:.0f} s (see --plan)"
 
 

@@ -20,7 +20,8 @@ from tabulate import tabulate
 from suites.core.cases import Case
 from suites.core.precision import float32_mode
 from suites.core.profiles import CROSSCHECK, NAMES
-from suites.core.timing import StopRule, measure
+from suites.core.stopping import StopRule
+from suites.core.timing import measure
 from suites.observers.telemetry import TelemetryExtension, TelemetryUnavailable
 from suites.ops import matmul
 

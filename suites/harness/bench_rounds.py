@@ -10,12 +10,13 @@ Rounds 1..N-1 run before pytest's own pass (`measure_rounds`, from the `pytest_r
 another order (`round_order`) so that no case always sits at the same moment of a pass; pytest's pass is round
 N and records the case. Its headline comes from every round: the JSON's `stats` (the median every report shows)
 and every figure derived from them are over the samples of all N rounds, and `round_medians_s` lists each
-round's own median (`merge`). Each round uses the per-round rule of the profile (suites/core/profiles.py):
-shorter than the profile's rule so that N rounds cost about what one measurement did. Correctness experiments
-(`Case.kind` `check`, the numerics suite) are not speed figures and run once. Observers (telemetry, traces) run
-in pytest's round only: they describe the recorded case and a trace of every round would be N copies of the
-same thing. A `device_bench` callable exists only inside its test, so its rounds are taken there, back to back
-(`session.measure_rounds_in_place`), and pooled the same way.
+round's own median (the `rounds` step of the case's entry, suites/harness/entry.py). Each round uses the
+per-round rule of the profile (suites/core/profiles.py): shorter than the profile's rule so that N rounds cost
+about what one measurement did. Correctness experiments (`Case.kind` `check`, the numerics suite) are not
+speed figures and run once. Observers (telemetry, traces) run in pytest's round only: they describe the recorded
+case and a trace of every round would be N copies of the same thing. A `device_bench` callable exists only
+inside its test, so its rounds are taken there, back to back (`session.measure_rounds_in_place`), and pooled the
+same way.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import pytest
 
 from suites.core.cases import Case
 from suites.core.defaults import NIGHTLY_ROUNDS
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
-from suites.core.timing import Measurement
 
 # Each round is a whole pass over the selection: past this many, a run costs hours and its round medians say
 # nothing that a history of nightly runs does not say better.
@@ -112,23 +113,3 @@ def earlier_measurements(earlier: list[CaseResult]) -> list[Measurement]:
     measured result pools them all: its `rounds`)."""
     measured = [r.measurement for r in earlier if r.measurement is not None]
     return (measured[-1].rounds or [measured[-1]]) if measured else []
-
-
-def merge(final: CaseResult, earlier: list[CaseResult]) -> dict:
-    """extra_info fields for a case measured in several rounds (its measurement pools them: `pool_rounds`).
-
-    `round_medians_s` lists the median of every round that produced a timing in the order they ran (pytest's
-    round, which runs last, last) and `round_samples` how many samples each gave (the JSON's `data` is theirs,
-    in that order), `bench_rounds` the rounds asked for and `rounds_converged` how many met the per-round rule
-    on their own. A round that failed while another measured is named in `round_failures`.
-    """
-    if final.measurement is None:
-        return {}
-    measured = final.measurement.rounds or [final.measurement]
-    info: dict = {"bench_rounds": 1 + len(earlier), "round_medians_s": [m.median_s for m in measured],
-                  "round_samples": [len(m.samples_s) for m in measured],
-                  "rounds_converged": sum(m.converged for m in measured)}
-    failures = [f"{r.status}: {r.reason}" for r in earlier if r.measurement is None]
-    if failures:
-        info["round_failures"] = failures
-    return info

@@ -1,11 +1,10 @@
 """The state of one benchmark run under pytest: device, profile, stopping rule, peaks, and cases not measured.
 
 pytest-benchmark's fixture times Python calls with a host clock; this suite times device work itself
-(suites/core/timing.py) and then hands each sample to the fixture as one round (`record`), so the JSON's `stats`
-(min, median, IQR, ...) and its raw `data` are device seconds per call. The fixture has no public method for
-samples taken by another clock, so `record` uses the two members its own `pedantic()` uses (`_make_stats`,
-`_mode`); tests/test_plugin.py runs a real benchmark and checks the JSON against the samples, so a change in
-pytest-benchmark cannot silently break this.
+(suites/core/timing.py) and then hands each sample to the fixture as one round, through the case's entry
+(suites/harness/entry.py), so the JSON's `stats` (min, median, IQR, ...) and its raw `data` are device seconds per
+call. A case runs here (`run`): measured by the runner, settled with the other ranks, and what the run knows of
+it (`RunNotes`: its profile, threads, percent of the achievable peak, earlier rounds) handed to the entry's builder.
 """
 
 from __future__ import annotations
@@ -13,21 +12,20 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
-from pytest_benchmark.stats import Metadata
 
 from suites.core import achievable, devices
 from suites.core.cases import Case
 from suites.core.precision import DTYPES
 from suites.core.profiles import SMOKE, Profile, rules
 from suites.core.runner import CaseResult, DevicePeaks, Extension, execute
-from suites.core.timing import Measurement, StopRule
-from suites.harness import bench_rounds, distributed
+from suites.core.stopping import StopRule
+from suites.harness import bench_rounds, distributed, entry
+from suites.harness.entry import RunNotes
 
 
 def parse_dtypes(text: str | None) -> list[str] | None:
@@ -58,7 +56,7 @@ class BenchSession:
     world: distributed.World | None = None  # set under torchrun with several ranks
     rounds: int = 1
     # the threads torch's kernels used when the run started: the run's label (machine_info), which a test calling
-    # torch.set_num_threads must not change; a case measured with another count says so (`mark_threads`)
+    # torch.set_num_threads must not change; a case measured with another count says so (its entry's `threads`)
     torch_threads: int = field(default_factory=torch.get_num_threads)
     round_log: bench_rounds.RoundLog = field(default_factory=bench_rounds.RoundLog)
     log: Callable[[str], None] = lambda _: None  # a line on the terminal as it happens (the achievable search's)
@@ -112,7 +110,7 @@ class BenchSession:
         """`pct_achievable` of a measured case with a FLOP or byte model (see suites.core.achievable); none for a
         case that failed its check, or one above a datasheet peak, whose speed must not become a peak. A
         `device_bench` case's model is its caller's declaration: it is read against the roofs, never raises one."""
-        info = result.extra_info
+        info = result.figures
         if (result.measurement is None or result.status != "ok" or not (result.case.flops or result.case.bytes)
                 or info.get("tflops_above_peak") or info.get("gbps_above_peak")
                 or not achievable.asked(self.achievable_mode, device_bench)):
@@ -210,68 +208,8 @@ def measure_rounds_in_place(session: BenchSession, case: Case,
     session.round_log.results[case.id] = log.results[case.id]
 
 
-def options(m: Measurement) -> dict:
-    """pytest-benchmark's `options` of an entry, as the measurement ran: `disable_gc` whether the collector was off
-    while sampling (it always is for sampled cases, --benchmark-disable-gc or not), `min_rounds` the samples no
-    stop came before (None: the profile's rule may stop on its timeout sooner), `max_time` the sampling's timeout,
-    `min_time` the shortest sample the calls were batched to, `warmup` whether calls ran before the samples."""
-    rule = m.rule
-    return {"disable_gc": m.gc_disabled, "timer": m.timer, "min_rounds": rule.count or rule.at_least or None,
-            "max_time": rule.timeout_s, "min_time": rule.min_sample_s, "warmup": m.warmup_calls > 0}
-
-
-def record(benchmark, result: CaseResult) -> None:
-    """Hand the device-time samples to pytest-benchmark as rounds of one call each; set group, params, extra_info."""
-    benchmark.group = result.case.suite
-    benchmark.params = dict(result.case.params)
-    benchmark.extra_info.update(result.extra_info)
-    # the fixture was used, measured or not: a disabled run (--benchmark-disable, pytest-xdist) must not warn
-    # "Benchmark fixture was not used", which fails hosts that turn warnings into errors
-    benchmark._mode = "suites.harness.bench_session.record(...)"
-    if benchmark.disabled or result.measurement is None:
-        return
-    stats = benchmark._make_stats(1)
-    stats.options.update(options(result.measurement))
-    for seconds in result.measurement.samples_s:
-        stats.update(seconds)
-
-
-def not_measured_entry(item_name: str, nodeid: str, result: CaseResult) -> dict:
-    """A JSON entry shaped like pytest-benchmark's, without stats, for a case that produced no timing."""
-    return {"group": result.case.suite, "name": item_name, "fullname": nodeid, "params": dict(result.case.params),
-            "extra_info": result.extra_info}
-
-
-def rounds_entry(session: BenchSession, item: pytest.Item, results: list[CaseResult]) -> tuple[str, dict]:
-    """A case's entry from the rounds it had before pytest's pass, what a run stopped before that pass keeps:
-    (`benchmarks`, ENTRY) shaped as `record` makes it, from the latest round that measured (which pools the
-    rounds before it, listed in `round_medians_s` as `bench_rounds.merge` puts them), or (`not_measured`, ENTRY)
-    when none did."""
-    measured = [r for r in results if r.measurement is not None]
-    latest = measured[-1] if measured else results[-1]
-    extra = {**latest.extra_info, "profile": session.profile,
-             **bench_rounds.merge(latest, [r for r in results if r is not latest])}
-    if latest.measurement is None:
-        return "not_measured", not_measured_entry(item.name, item.nodeid, replace(latest, extra_info=extra))
-    callspec = getattr(item, "callspec", None)  # a device_bench test need not be parametrized
-    fixture = SimpleNamespace(name=item.name, fullname=item.nodeid, group=latest.case.suite,
-                              param=callspec.id if callspec is not None else None,
-                              params=dict(latest.case.params), extra_info=extra, cprofile_stats=None)
-    entry = Metadata(fixture, iterations=1, options=options(latest.measurement))
-    for seconds in latest.measurement.samples_s:
-        entry.update(seconds)
-    return "benchmarks", entry.as_dict(include_data=True)
-
-
-def mark_threads(session: BenchSession, extra_info: dict) -> None:
-    """`torch_threads` in a case's extra_info when it was measured with another thread count than the run's
-    (a test called torch.set_num_threads): the run's label stays the count it started with."""
-    if (threads := torch.get_num_threads()) != session.torch_threads:
-        extra_info["torch_threads"] = threads
-
-
 def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: Case, adjust: Adjust | None = None
-        ) -> CaseResult:
+        ) -> entry.Recorded:
     """Run a case under pytest: record what was measured, then skip (unsupported, oom) or fail (error). `adjust`
     applies a device_bench test's options to the profile's rule (not to a smoke run's, nor to ranks in lockstep)."""
     rule, lockstep = session.lockstep(benchmark.disabled, case)
@@ -283,29 +221,34 @@ def run(session: BenchSession, benchmark, request: pytest.FixtureRequest, case: 
     earlier = session.round_log.results.get(case.id, []) if in_rounds else []
     result = execute(case, session.device, rule, session.peaks(case.peak_dtype), session.extensions, lockstep,
                      bench_rounds.earlier_measurements(earlier))
+    ranks: dict = {}
     if lockstep is not None:
-        result = lockstep.settle(result)
-    result.extra_info["profile"] = str(session.profile)
-    mark_threads(session, result.extra_info)
-    if not benchmark.disabled:  # a smoke run's single samples say nothing of a peak: no search for them
-        result.extra_info |= session.pct_achievable(result, "device_bench" in request.fixturenames)
-    if in_rounds:
-        result.extra_info |= bench_rounds.merge(result, earlier)
-    return settle(session, benchmark, request, result)
+        result, ranks = lockstep.settle(result)
+    threads = torch.get_num_threads()
+    # a smoke run's single samples say nothing of a peak: no search for them
+    achievable = {} if benchmark.disabled else session.pct_achievable(result, "device_bench" in request.fixturenames)
+    notes = RunNotes(ranks=ranks, profile=str(session.profile), run_threads=session.torch_threads, threads=threads,
+                     achievable=achievable, earlier_rounds=earlier if in_rounds else None)
+    return settle(session, benchmark, request, result, notes)
 
 
-def keep(session: BenchSession, benchmark, request: pytest.FixtureRequest, result: CaseResult) -> None:
-    """Record a case's result: a measurement in pytest-benchmark's stats, a case not measured under `not_measured`."""
-    record(benchmark, result)
+def keep(session: BenchSession, benchmark, request: pytest.FixtureRequest, result: CaseResult,
+         notes: RunNotes | None = None) -> entry.Recorded:
+    """Record a case's result (its entry built from it and `notes`, nothing added without them): a measurement in
+    pytest-benchmark's stats, a case not measured under `not_measured`."""
+    info = entry.extra_info(result, notes or RunNotes())
+    entry.record(benchmark, result, info)
     if result.measurement is None:
-        session.not_measured.append(not_measured_entry(request.node.name, request.node.nodeid, result))
+        session.not_measured.append(entry.not_measured(request.node.name, request.node.nodeid, result, info))
+    return entry.Recorded(result, info)
 
 
-def settle(session: BenchSession, benchmark, request: pytest.FixtureRequest, result: CaseResult) -> CaseResult:
+def settle(session: BenchSession, benchmark, request: pytest.FixtureRequest, result: CaseResult,
+           notes: RunNotes | None = None) -> entry.Recorded:
     """Record a case's result (`keep`), then skip the test (unsupported, oom) or fail it in one line (error)."""
-    keep(session, benchmark, request, result)
+    recorded = keep(session, benchmark, request, result, notes)
     if result.status in ("unsupported", "oom"):
         pytest.skip(f"{result.status}: {result.reason}")
     if result.status == "error":
         pytest.fail(f"{result.case.id}: {result.reason}", pytrace=False)
-    return result
+    return recorded

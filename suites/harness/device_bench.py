@@ -14,7 +14,7 @@ host enqueues kernels, not how long they run. `device_bench(fn)` makes the calla
   declaration, so a figure above its achievable roof raises no roof (suites/core/achievable.py);
 - pytest-benchmark's `stats` filled with those samples (seconds per call), `options.timer` and
   `extra_info.timer` naming the timer that ran (`cuda_event`, `cuda_graph`, `wall`);
-- a call shorter than a sample batched (`calls_per_sample`, suites/core/timing.py's `calibrate`);
+- a call shorter than a sample batched (`calls_per_sample`, suites/core/calibration.py's `calibrate`);
 - with `--bench-rounds N`, N rounds with the per-round rule, pooled and listed in `round_medians_s` as the
   suites' are; they run back to back inside the test (the callable exists only there), not interleaved with the
   other cases' rounds, so their spread is the noise of those seconds, not of the whole run.
@@ -46,8 +46,8 @@ from pytest_benchmark.fixture import FixtureAlreadyUsed
 from suites.core.cases import Case, Workload
 from suites.core.precision import DTYPES
 from suites.core.runner import CaseResult, failure, is_oom, refused
-from suites.core.timing import StopRule
-from suites.harness import bench_session
+from suites.core.stopping import StopRule
+from suites.harness import bench_session, entry
 from suites.harness.bench_session import BenchSession
 
 GROUP = "device_bench"  # the benchmark group when neither the call nor a benchmark marker names one
@@ -85,7 +85,7 @@ def max_time_given(benchmark, request: pytest.FixtureRequest) -> float | None:
     if not ((marker is not None and "max_time" in marker.kwargs)
             or float(request.config.getoption("benchmark_max_time")) != PYTEST_BENCHMARK_MAX_TIME_S):
         return None
-    seconds = float(benchmark._max_time)
+    seconds = float(entry.max_time(benchmark))
     if not (math.isfinite(seconds) and seconds > 0):  # a NaN timeout never comes: sampling would not end
         pytest.fail(f"device_bench: max_time={seconds!r}: expected a finite number of seconds > 0", pytrace=False)
     return seconds
@@ -130,14 +130,14 @@ def lazy(value: object) -> str | None:
 
 class DeviceBench:
     """Used once per test, like pytest-benchmark's fixture, and called as it is (`device_bench(fn, *args,
-    **kwargs)`, `.pedantic(...)`, `.extra_info`); `device` is the run's device (--bench-device), `result` the
-    recorded outcome (its `extra_info` is what the JSON holds)."""
+    **kwargs)`, `.pedantic(...)`, `.extra_info`); `device` is the run's device (--bench-device), `recorded` the
+    recorded outcome (the runner's result and the `extra_info` its entry holds)."""
 
     def __init__(self, shared: BenchSession, benchmark, request: pytest.FixtureRequest,
                  journal: Callable[[list[CaseResult]], None] | None = None) -> None:
         self.shared, self.benchmark, self.request = shared, benchmark, request
         self.journal = journal  # hands each earlier round to the results writer (None: no writer)
-        self.result: CaseResult | None = None
+        self.recorded: entry.Recorded | None = None
         self._users_before: dict = {}  # the test's extra_info when it called
 
     @property
@@ -159,7 +159,7 @@ class DeviceBench:
         `fn` with `.pedantic(fn, kwargs={...})`). pytest-benchmark's min_rounds and max_time hold."""
         self._claim("device_bench(...)")
         flops, bytes = declared("flops", flops), declared("bytes", bytes)  # before anything runs
-        asked = Asked(min_rounds=count("min_rounds", self.benchmark._min_rounds, 1),
+        asked = Asked(min_rounds=count("min_rounds", entry.min_rounds(self.benchmark), 1),
                       max_time_s=max_time_given(self.benchmark, self.request))
         return self._time(functools.partial(fn, *args, **kwargs), asked, flops=flops, bytes=bytes, dtype=dtype,
                           cold=cold, graph=graph, group=group)
@@ -197,17 +197,17 @@ class DeviceBench:
         returned = self._first_call(call, case)
         if self.shared.rounds > 1 and not self.benchmark.disabled:
             bench_session.measure_rounds_in_place(self.shared, case, self.journal, asked.apply)
-        self.result = bench_session.run(self.shared, self.benchmark, self.request, case, asked.apply)
-        self._profile(call, self.result)
+        self.recorded = bench_session.run(self.shared, self.benchmark, self.request, case, asked.apply)
+        self._profile(call, self.recorded.result)
         return returned
 
     def _claim(self, mode: str) -> None:
         """The fixture used once, as pytest-benchmark's is: a second use raises FixtureAlreadyUsed, and a use that
         is refused (a count that is not one, pedantic's setup) is a use, not a "fixture was not used" warning."""
-        if self.benchmark._mode:
-            raise FixtureAlreadyUsed(f"device_bench times one callable per test (it was used in {self.benchmark._mode}"
+        if used := entry.used_in(self.benchmark):
+            raise FixtureAlreadyUsed(f"device_bench times one callable per test (it was used in {used}"
                                      " mode); parametrize the test to time several")
-        self.benchmark._mode = mode
+        entry.claim(self.benchmark, mode)
 
     def _first_call(self, call: Callable[[], object], case: Case) -> object:
         """`fn` once before the measurement, as the caller would call it. A bug in it fails the test with its own
@@ -239,16 +239,14 @@ class DeviceBench:
         profile = cProfile.Profile()
         for _ in range(self.benchmark.cprofile_loops or result.measurement.calls_per_sample):
             profile.runcall(call)
-        self.benchmark._save_cprofile(profile)
+        entry.save_cprofile(self.benchmark, profile)
 
     def finish(self) -> None:
         """At teardown: the suite's fields of the entry are its own. A name the test put in `extra_info` that the
         suite records too keeps the suite's value, and the test fails naming it (never silently either way)."""
-        if self.result is None:
+        if self.recorded is None:
             return
-        mine = self.result.extra_info
-        clashes = sorted(k for k in mine if k in self._users_before or self.benchmark.extra_info.get(k) is not mine[k])
+        clashes = entry.keep_suite_fields(self.benchmark, self.recorded.info, self._users_before)
         if clashes:
-            self.benchmark.extra_info.update({k: mine[k] for k in clashes})
             pytest.fail(f"device_bench.extra_info: {', '.join(map(repr, clashes))} the suite records itself "
                         "(docs/results.md); the entry keeps the suite's value: name yours otherwise", pytrace=False)

@@ -37,8 +37,8 @@ import torch.distributed as dist
 
 from suites.core import defaults
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult, first_line
-from suites.core.timing import Measurement
 from suites.harness import results
 
 DEFAULT_TIMEOUT_S = defaults.DIST_TIMEOUT_S
@@ -62,7 +62,8 @@ class World:
     ranks: tuple[dict, ...] = ()  # every rank's host, device and GPU (name, UUID, memory), by rank
     timeout_s: float = DEFAULT_TIMEOUT_S  # of the process group, and of each barrier
 
-    def extra_info(self) -> dict:
+    def fields(self) -> dict:
+        """What every case's entry says of the world (the `ranks` step of suites/harness/entry.py)."""
         return {"world_size": self.world_size, "ranks_per_node": self.local_world_size, "nodes": self.nodes}
 
 
@@ -183,26 +184,27 @@ class RankLockstep:
 
         return dataclasses.replace(case, build=build)
 
-    def settle(self, result: CaseResult) -> CaseResult:
+    def settle(self, result: CaseResult) -> tuple[CaseResult, dict]:
         """Every rank ends the case with the same status: the first failing rank's, named. A failure inside the
-        timed loop (the build was agreed, yet nothing was measured) ends the run: the ranks are out of step."""
+        timed loop (the build was agreed, yet nothing was measured) ends the run: the ranks are out of step.
+        Returns the settled result and what its entry says of the ranks (the `ranks` step of
+        suites/harness/entry.py): the world's size, every rank's own median and, where any had some, telemetry."""
         if self.built and result.measurement is None:
             pytest.exit(f"rank {self.world.rank}: {result.case.id}: {result.reason}", returncode=1)
         mine = {"status": result.status, "reason": result.reason, "median_s": self.own_median_s,
-                "telemetry": result.extra_info.get("telemetry")}
+                "telemetry": result.figures.get("telemetry")}
         everyone: list = [None] * self.world.world_size
         dist.all_gather_object(everyone, mine)
-        result.extra_info |= self.world.extra_info()
+        fields = self.world.fields()
         if self.own_median_s is not None:
-            result.extra_info["rank_median_s"] = [r["median_s"] for r in everyone]
+            fields["rank_median_s"] = [r["median_s"] for r in everyone]
         if any(r["telemetry"] for r in everyone):
-            result.extra_info["rank_telemetry"] = [r["telemetry"] for r in everyone]
+            fields["rank_telemetry"] = [r["telemetry"] for r in everyone]
         failed = next(((rank, r) for rank, r in enumerate(everyone) if r["status"] != "ok"), None)
         if failed is not None and result.status == "ok":
             rank, theirs = failed
-            result.status, result.reason = theirs["status"], f"rank {rank}: {theirs['reason']}"
-            result.extra_info |= {"status": result.status, "reason": result.reason}
-        return result
+            result = dataclasses.replace(result, status=theirs["status"], reason=f"rank {rank}: {theirs['reason']}")
+        return result, fields
 
 
 def machine_info(world: World, device: torch.device) -> dict:

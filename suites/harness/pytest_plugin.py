@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from suites.core.runner import CaseResult, Extension
     from suites.harness.bench_session import BenchSession
     from suites.harness.device_bench import DeviceBench
+    from suites.harness.entry import Recorded
 
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
@@ -60,7 +61,9 @@ def uses_suite(item: pytest.Item) -> bool:
 
 def benchmark_session(config: pytest.Config) -> object | None:
     """pytest-benchmark's session object, or None when pytest-benchmark is not loaded (`-p no:benchmark`)."""
-    return getattr(config, "_benchmarksession", None)
+    from suites.harness import entry
+
+    return entry.benchmark_session(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -175,14 +178,17 @@ def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """A plain `benchmark` test of a run that uses the suite, measured with another thread count than the run's
-    (it called torch.set_num_threads), says so in its extra_info as the suite's cases do (bench_session.run)."""
+    (it called torch.set_num_threads), says so in its extra_info as the suite's cases do (the `threads` step of
+    suites/harness/entry.py)."""
     yield
     shared = active_session(item.config)
     fixture = getattr(item, "funcargs", {}).get("benchmark")
     if shared is not None and is_pytest_benchmark(fixture) and not uses_suite(item):
-        from suites.harness import bench_session
+        import torch
 
-        bench_session.mark_threads(shared, fixture.extra_info)
+        from suites.harness import entry
+
+        entry.mark_threads(fixture, shared.torch_threads, torch.get_num_threads())
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own pass, which is the last round
@@ -224,7 +230,7 @@ def round_journal(config: pytest.Config, shared: BenchSession,
                   item_of: Callable[[Case], pytest.Item]) -> Callable[[list[CaseResult]], None] | None:
     """What hands a case's results so far to the results writer each time one of its earlier rounds ends, as the
     entry of its test (`item_of`), so that a run stopped in those rounds keeps them; None without a writer."""
-    from suites.harness import bench_session, results
+    from suites.harness import entry, results
 
     writer = results.writer_of(config)
     if writer is None:
@@ -232,7 +238,8 @@ def round_journal(config: pytest.Config, shared: BenchSession,
 
     def journal(done: list[CaseResult]) -> None:
         item = item_of(done[-1].case)
-        writer.journal_round(item, *bench_session.rounds_entry(shared, item, done), rounds_done=len(done))
+        notes = entry.RunNotes(profile=str(shared.profile))
+        writer.journal_round(item, *entry.from_rounds(item, done, notes), rounds_done=len(done))
     return journal
 
 
@@ -296,8 +303,9 @@ def require_pytest_benchmark(benchmark: object) -> None:
 
 
 @pytest.fixture
-def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], CaseResult]:
-    """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON."""
+def run_case(request: pytest.FixtureRequest, benchmark) -> Callable[[Case], Recorded]:
+    """`run_case(case)`: measure one of the suite's cases in device time and record it in the benchmark JSON (what
+    it returns: the runner's result and its entry's extra_info)."""
     require_pytest_benchmark(benchmark)
     from suites.harness import bench_session
     shared = shared_session(request.config)

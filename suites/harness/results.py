@@ -49,8 +49,8 @@ from pytest_benchmark.utils import SafeJSONEncoder, get_tag
 from reports.format import strict_json
 from reports.format.schema import RESULTS_SCHEMA_VERSION
 from suites.core.children import STOP_SIGNALS, stops_to_catch
-from suites.harness import journal
-from suites.harness.journal import Journal, JournalBusy, fsync_dir
+from suites.harness.entry import benchmark_session
+from suites.harness.journal import SUFFIX, Journal, JournalBusy, fsync_dir
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
@@ -121,7 +121,7 @@ def resolve_target(path: Path) -> Path:
 
 def storage_folder(config: pytest.Config) -> Path:
     """The machine's folder of the file storage, created like pytest-benchmark creates it, and checked."""
-    storage = config._benchmarksession.storage
+    storage = benchmark_session(config).storage
     if storage.path.exists() and not storage.path.is_dir():
         raise pytest.UsageError(f"--benchmark-storage {storage.path}: is a file, not a folder")
     try:
@@ -135,7 +135,7 @@ def storage_folder(config: pytest.Config) -> Path:
 
 
 def journal_path(target: Path) -> Path:
-    return target.with_name(target.name + journal.SUFFIX)
+    return target.with_name(target.name + SUFFIX)
 
 
 def next_number(folder: Path) -> int:
@@ -143,7 +143,7 @@ def next_number(folder: Path) -> int:
     journal (NNNN_*.json.journal: running, or killed) counting as its run; a number of more digits (a 10000_
     file an older writer left) counts too, so that it is never written over."""
     numbers = [int(found.group(1)) for p in folder.glob("[0-9]*_*")
-               if p.name.endswith((".json", ".json" + journal.SUFFIX)) and (found := RUN_NUMBER.match(p.name))]
+               if p.name.endswith((".json", ".json" + SUFFIX)) and (found := RUN_NUMBER.match(p.name))]
     return max(numbers, default=0) + 1
 
 
@@ -318,7 +318,7 @@ class ResultsWriter:
         compares against the run before it again and fails too, until the regression is gone (pytest-benchmark
         saves no run it was not asked to, so its comparisons keep their baseline the same way). A save the user
         asked for (`--benchmark-save`, `--benchmark-autosave`) is numbered, as pytest-benchmark numbers it."""
-        regressions = getattr(self.config._benchmarksession, "performance_regressions", None)
+        regressions = getattr(benchmark_session(self.config), "performance_regressions", None)
         if not (self.implicit_save and regressions and self.save_name is not None):
             return
         numbered = self.targets[0]
@@ -376,7 +376,7 @@ class ResultsWriter:
     def _output(self, session: pytest.Session, exitstatus: int) -> dict:
         """pytest-benchmark's JSON of the finished cases (and of those cut short after earlier rounds), with our
         hooks' fields and the incomplete mark."""
-        bs = self.config._benchmarksession
+        bs = benchmark_session(self.config)
         done = [b for b in bs.benchmarks if b.fullname in self.finished]
         output = self.config.hook.pytest_benchmark_generate_json(
             config=self.config, benchmarks=done, include_data=True, machine_info=self._machine_info(),

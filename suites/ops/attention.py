@@ -180,7 +180,7 @@ def _build(impl: str, dtype: str, point: Point, timed_on_cuda: bool, device: tor
         probe(impl, run)
     elif device.type == "cuda":
         run()  # cuBLAS allocates its workspace in the first call: before the runner's memory baseline
-    return Workload(fn=run, error_rel=error_rel, extra_info=cpu_memory_info(run, device))
+    return Workload(fn=run, error_rel=error_rel, figures=cpu_memory_info(run, device))
 
 
 def make_case(impl: str, dtype: str, point: Point, cold: bool = False, graph: bool = False) -> Case:

@@ -130,7 +130,7 @@ def _build(layer: ConvLayer, dtype: str, memory_format: str, pass_: str, device:
 
     if device.type == "cuda":
         run()  # the algorithm search, with its trial workspaces, before the runner's memory baseline
-    return Workload(fn=run, error_rel=error_rel, extra_info=cpu_memory_info(run, device))
+    return Workload(fn=run, error_rel=error_rel, figures=cpu_memory_info(run, device))
 
 
 def make_case(layer: ConvLayer, dtype: str, memory_format: str, pass_: str) -> Case:

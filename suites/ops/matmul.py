@@ -71,7 +71,7 @@ def _build(shape: MatmulShape, dtype: str, timed_on_cuda: bool, device: torch.de
         require_cuda_timing(device)
     product = gemm.build(shape.m, shape.n, shape.k, dtype, device)
     return Workload(fn=product.fn, error_rel=lambda: relative_error(product.fn(), product.reference()),
-                    extra_info=accumulation_info(dtype))
+                    figures=accumulation_info(dtype))
 
 
 def accumulation_info(dtype: str) -> dict:

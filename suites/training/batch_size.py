@@ -216,7 +216,7 @@ def _workload(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, dev
             out["mfu"] = flops * batch / median_s / peak_flops
         return out
 
-    return Workload(fn=trainee, extra_info=info, rates=rates)
+    return Workload(fn=trainee, figures=info, rates=rates)
 
 
 def timed_where_it_fits(found: Search, build: Callable[[int], Workload], release: Callable[[], None]) -> Workload:
@@ -236,9 +236,9 @@ def timed_where_it_fits(found: Search, build: Callable[[int], Workload], release
         if workload is None:
             release()  # outside the except: its traceback's frames held the failed build's tensors until here
             continue
-        workload.extra_info["timed_batch"] = batch
+        workload.figures["timed_batch"] = batch
         if refused:
-            workload.extra_info["timed_batch_reason"] = (
+            workload.figures["timed_batch_reason"] = (
                 f"batch {', '.join(refused)} fit in the search but not when built again; timed at {batch}, the "
                 f"largest batch that fit in the search and again")
         return workload

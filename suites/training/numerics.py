@@ -126,7 +126,7 @@ def _build_format(name: str, device: torch.device) -> Workload:
         _require(figures["checks"], name)
         return figures
 
-    return Workload(fn=check, extra_info=check())
+    return Workload(fn=check, figures=check())
 
 
 def model_gradients(model: Model, device: torch.device) -> torch.Tensor:
@@ -156,7 +156,7 @@ def underflow_figures(grads: torch.Tensor, scale: float = LOSS_SCALE) -> dict:
 
 def _build_grad_underflow(model: Model, device: torch.device) -> Workload:
     grads = model_gradients(model, device)
-    return Workload(fn=lambda: underflow_figures(grads), extra_info=underflow_figures(grads))
+    return Workload(fn=lambda: underflow_figures(grads), figures=underflow_figures(grads))
 
 
 ACTIVATION_SCALES = (1e1, 1e2, 1e3, 1e4, 1e5, 1e6)
@@ -174,7 +174,7 @@ def overflow_figures(activations: torch.Tensor, dtype: torch.dtype) -> dict:
 def _build_activation_overflow(dtype: str, device: torch.device) -> Workload:
     activations = torch.randn(1 << 16, generator=torch.Generator().manual_seed(0)).to(device)
     return Workload(fn=lambda: overflow_figures(activations, FORMATS[dtype]),
-                    extra_info=overflow_figures(activations, FORMATS[dtype]))
+                    figures=overflow_figures(activations, FORMATS[dtype]))
 
 
 LOST_UPDATE = {"start": 1.0, "update": 1e-4, "steps": 1000}
@@ -202,7 +202,7 @@ def _build_lost_updates(dtype: str, master: bool, device: torch.device) -> Workl
         return {"final_weight": weight, "final_master": kept if master else None, "expected": expected,
                 "lost_fraction": 1 - applied, **LOST_UPDATE}
 
-    return Workload(fn=run, extra_info=run())
+    return Workload(fn=run, figures=run())
 
 
 @dataclass
@@ -249,7 +249,7 @@ def _build_loss_scaler(device: torch.device) -> Workload:
                 "scale_history": [steps[0].scale_before] + [s.scale_after for s in steps],
                 "skipped_steps": [s.step for s in steps if s.skipped]}
 
-    return Workload(fn=run, extra_info=run())
+    return Workload(fn=run, figures=run())
 
 
 EVAL_SEED = 10_000  # the held-out batch every parity run is evaluated on
@@ -308,7 +308,7 @@ def _build_parity(model: Model, precision: str, device: torch.device) -> Workloa
                               f"is {figures['parity_rel']:.1%} of fp32's progress (tolerance {PARITY_TOLERANCE:.0%})")
         return figures
 
-    return Workload(fn=run, extra_info=run())
+    return Workload(fn=run, figures=run())
 
 
 class AutocastAuditWarning(UserWarning):
@@ -329,7 +329,7 @@ def _audit_figures(auditor: autocast_audit.Auditor, model: str, dtype: str) -> d
 def _build_audit(spec: ModelSpec, dtype: str, device: torch.device) -> Workload:
     auditor = autocast_audit.Auditor(spec, dtype, device)
     return Workload(fn=lambda: _audit_figures(auditor, spec.name, dtype),
-                    extra_info=_audit_figures(auditor, spec.name, dtype))
+                    figures=_audit_figures(auditor, spec.name, dtype))
 
 
 def _case(check: str, variant: str, params: dict[str, str], build: Callable[[torch.device], Workload]) -> Case:

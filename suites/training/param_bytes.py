@@ -44,7 +44,7 @@ class MemoryBudget:
         parts = {name: getattr(self, name) / self.n_params for name in PARTS}
         return parts | {"total": self.total / self.n_params}
 
-    def extra_info(self) -> dict[str, float]:
+    def figures(self) -> dict[str, float]:
         """The stable fields (docs/results.md): `bytes_per_param` and one `bytes_per_param_<part>` per part."""
         per = self.per_param()
         return {"bytes_per_param": per["total"]} | {f"bytes_per_param_{name}": per[name] for name in PARTS}

@@ -193,7 +193,7 @@ def _memory_and_flops(eager: TrainStep, trainee: Trainee, device: torch.device) 
     """Bytes per parameter (after a step, before the next zero_grad), saved activations, the CUDA allocator's
     figures, and the counted FLOPs, all taken on the eager model outside the timed window."""
     batch = trainee.seed_batches[0]
-    info = param_bytes.measure(trainee.model, eager.optimizer).extra_info()
+    info = param_bytes.measure(trainee.model, eager.optimizer).figures()
     info["saved_activation_bytes"] = param_bytes.saved_activation_bytes(lambda: eager.forward(*batch))
     if device.type == "cuda":
         info |= _cuda_memory(eager, batch, device)
@@ -258,7 +258,7 @@ def workload(trainee: Trainee, levers: Levers, device: torch.device) -> Workload
                       loss_of=trainee.loss_of)
     info |= _memory_and_flops(eager, trainee, device)
     rates = _rates(trainee, info["flops_counted"], frames_seeded if levers.compile else None)
-    return Workload(fn=lambda: step(*trainee.next_batch()), extra_info=info, rates=rates)
+    return Workload(fn=lambda: step(*trainee.next_batch()), figures=info, rates=rates)
 
 
 def cycle(batches: list[tuple]) -> Callable[[], tuple]:

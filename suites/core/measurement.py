@@ -1,0 +1,79 @@
+"""The record of one measurement (`Measurement`: the samples and how they were taken) and the pooling of a
+case's rounds into one (`pool_rounds`).
+
+Every sample also records the host's time to enqueue its calls (`enqueue_s` per call), so each case says whether
+the host or the device is the bottleneck (`host_bound`: enqueueing a call takes longer than running it; unknown,
+None, where nothing compares the two: a step or an op timed on the wall clock of a GPU). Every sample is also
+probed for a busy host (suites/core/host_load.py): `contention`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from suites.core import host_load
+from suites.core.stopping import StopRule, converged, rel_iqr
+
+
+@dataclass
+class Measurement:
+    """Per-call times in seconds (device time for CUDA ops, wall time otherwise) and how they were obtained."""
+
+    samples_s: list[float]
+    timer: str  # cuda_event, cuda_graph or wall
+    calls_per_sample: int
+    stop_reason: str  # one of STOP_REASONS
+    rule: StopRule  # what judged it
+    warmup_calls: int = 0
+    l2_flush: bool = False
+    device_type: str = "cpu"
+    enqueues_s: list[float] = field(default_factory=list)  # per sample: host time to enqueue one call
+    hold_s: float | None = None  # CUDA ops: how long the stream was held before each sample's start event
+    dropped_samples: int = 0  # CUDA ops: samples whose hold ran out before the host had enqueued them
+    notes: list[str] = field(default_factory=list)
+    contention: host_load.Contention | None = None
+    rounds: list[Measurement] = field(default_factory=list)  # when pooled: each round's own measurement
+    sample_overhead_s: float | None = None  # an empty sample's wall time, kept under 1 % of a sample (calibrate)
+    gc_disabled: bool = False  # the garbage collector was off while the samples were taken (sample_until_stopped)
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.samples_s))
+
+    @property
+    def enqueue_s(self) -> float | None:
+        """The median host time to enqueue one call (None when no sample recorded it)."""
+        return float(np.median(self.enqueues_s)) if self.enqueues_s else None
+
+    @property
+    def rel_iqr(self) -> float:
+        return rel_iqr(self.samples_s)
+
+    @property
+    def converged(self) -> bool:
+        return converged(self.stop_reason, self.rel_iqr, self.rule, pooled=bool(self.rounds))
+
+    @property
+    def host_bound(self) -> bool | None:
+        """Whether the host needs longer to enqueue a call than the device needs to run it (a loop of these calls
+        would leave the device idle). On a CPU the host is the device: both times are the same work, never more.
+        On a GPU only device time compares with enqueue time: a wall-clock sample there holds both (None)."""
+        if self.enqueue_s is None or (self.device_type == "cuda" and self.timer == "wall"):
+            return None
+        return self.device_type == "cuda" and self.enqueue_s > self.median_s
+
+
+def pool_rounds(rounds: Sequence[Measurement]) -> Measurement:
+    """One measurement of a case from every round's samples (in the order they ran), as its headline figure:
+    the spread and `converged` are those of all of them, `stop_reason` and the timer those of the last round."""
+    loads = [m.contention for m in rounds if m.contention is not None]
+    return dataclasses.replace(
+        rounds[-1], samples_s=[s for m in rounds for s in m.samples_s], rounds=list(rounds),
+        enqueues_s=[e for m in rounds for e in m.enqueues_s],
+        dropped_samples=sum(m.dropped_samples for m in rounds),
+        notes=list(dict.fromkeys(note for m in rounds for note in m.notes)),
+        contention=host_load.pooled(loads) if loads else None)
