@@ -1,4 +1,5 @@
-"""reports.history and reports.stats: steps in nightly history built from two real runs, and on known series."""
+"""reports.history: steps in nightly history built from two real runs (reports/judge.py is tested on known series in
+tests/test_judge.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import pytest
 
 from reports.__main__ import main
 from reports.format.load import load
-from reports.stats import MIN_RUNS, fitted, lasting, noise, partition, steps
 from reports.text import file_stem
 from reports.timeline import trends
 from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, with_identity, write
@@ -59,34 +59,6 @@ def test_no_step_in_a_history_without_change(tmp_path):
     for i in range(10):
         write(dated(a if i % 2 else b, f"2026-10-{i + 1:02d}T03:00:00+00:00", f"{i:040x}"), tmp_path / f"{i}.json")
     assert not any(t.steps for t in trends(load([tmp_path])))
-
-
-def test_partition_recovers_known_levels():
-    y = np.r_[np.zeros(10), np.ones(10), np.zeros(5) + 0.3]
-    assert partition(y, penalty=0.1) == [0, 10, 20]
-    assert partition(y, penalty=1000.0) == [0]
-
-
-def test_steps_on_simulated_noise():
-    rng = np.random.default_rng(0)
-    flat = np.exp(rng.normal(0, 0.02, 60))
-    assert steps(flat) == []
-    jump = np.r_[np.ones(40), np.full(20, 1.2)] * flat
-    (step,) = steps(jump)
-    assert step.at == 40 and step.ratio == pytest.approx(1.2, rel=0.05)
-    assert fitted(jump, [step])[45] == pytest.approx(step.after)
-
-
-def test_small_steps_are_merged_below_min_effect():
-    y = np.r_[np.ones(10), np.full(10, 1.03)]
-    assert steps(y, min_effect=0.05) == []
-    assert len(steps(y, min_effect=0.01)) == 1
-
-
-def test_noise_estimate_ignores_one_step():
-    rng = np.random.default_rng(1)
-    y = rng.normal(0, 0.02, 400) + np.r_[np.zeros(200), np.full(200, 0.5)]
-    assert noise(y) == pytest.approx(0.02, rel=0.15)
 
 
 def test_history_of_a_directory_with_no_results(tmp_path, capsys):

@@ -6,14 +6,14 @@ picture shows. A panel holds, per run: its level (the figure the gate judges, re
 disturbed (reports/marks.py: drawn hollow, as in every picture of the project), cut short (an incomplete run or a
 killed night's journal: an orange x) or one of the runs the gate's last verdict used as its reference (ringed
 green, their level a green line); and, per series, the fitted levels of the step detection with the band of the
-run-to-run noise around them (+-2 sigma: sigma is the noise the gate judged the case by, from the good runs and
-the rounds, where it judged it, else the series' own robust estimate, reports/stats.py), each step as a red
+run-to-run noise around them (+-2 sigma: sigma is the noise the gate judged the case by, where it judged it, else
+the noise the judgement read off the series, reports/judge.py), each step as a red
 dashed line with its size and the commit where it started, and the last run in the colour of its verdict.
 
 The scale is robust: the axis holds the fitted levels, the band and every run within `REACH_SIGMAS` sigma (at
 least `MIN_REACH`) of its fitted level. A run beyond, a one-night spike, is drawn at the edge it lies beyond as a
 triangle, and the panel says how far out the farthest one is; so one spike does not flatten a year of history.
-The newest `stats.MIN_RUNS - 1` runs always lie inside: a change too new to be a step is the news of the morning,
+The newest `judge.PERSIST - 1` runs always lie inside: a change too new to be a step is the news of the morning,
 not an outlier. An axis that still spans more than `LOG_SPAN` (a loaded machine's nights can lie 30x apart) is
 logarithmic, so the faster runs do not lie flat on zero.
 
@@ -46,10 +46,10 @@ from PIL import Image
 
 from reports import marks
 from reports.format.outputs import save_figure, write_with
+from reports.judge import PERSIST
 from reports.plots.style import TITLE_WIDTH, text
-from reports.stats import MIN_RUNS, fitted
 from reports.text import format_time
-from reports.timeline import Trend, short_commit
+from reports.timeline import Trend, fitted, short_commit
 from reports.verdicts import Verdict
 
 REACH_SIGMAS = 6.0
@@ -137,8 +137,8 @@ def wide(limits: tuple[float, float]) -> bool:
 
 
 def newest(count: int) -> np.ndarray:
-    """Which of `count` runs are among the newest MIN_RUNS - 1: always on the axis."""
-    return np.arange(count) >= count - (MIN_RUNS - 1)
+    """Which of `count` runs are among the newest PERSIST - 1: always on the axis."""
+    return np.arange(count) >= count - (PERSIST - 1)
 
 
 def sigma_of(trend: Trend, verdict: Verdict | None) -> tuple[float, str]:
