@@ -2,7 +2,7 @@
 
 A baseline given as one file is that run (an A/B comparison, whatever machine it ran on: `check_devices` refuses a
 different device unless asked). A baseline given as a directory is a history: the runs of the candidate's machine
-(`machine_id`), oldest first, at most the last `last` of them, less
+(`machine_id`), oldest first, less
 
 - the candidate itself, however it is named: a copy in the directory (the nightly keeps every run in its history
   before judging it; the README's `.benchmarks` flow autosaves it there), found by its run key (machine, datetime,
@@ -84,9 +84,10 @@ def history(base: pd.DataFrame, cand: pd.DataFrame, last: int | None) -> pd.Data
     return same[same["file"].isin(order.index[-last:] if last else order.index)]
 
 
-def select(base: pd.DataFrame, cand: pd.DataFrame, last: int | None) -> pd.DataFrame:
-    """The baseline rows to judge the candidate against: one file as given, a directory as a history."""
-    if base["file"].nunique() == 1:
+def select(base: pd.DataFrame, cand: pd.DataFrame, last: int | None, directory: bool) -> pd.DataFrame:
+    """The baseline rows to judge the candidate against: one file named as the baseline as given (whatever it holds:
+    the user chose it), a directory (or several runs) as a history."""
+    if base["file"].nunique() == 1 and not directory:
         return base
     kept = without_candidate(base, cand)
     if kept["file"].nunique() == 0:

@@ -13,6 +13,7 @@ import argparse
 import math
 import textwrap
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -207,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
         refuse_inputs("--json", [args.json], [args.baseline, args.candidate])
     base, cand = load([args.baseline]), load([args.candidate])
     result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices,
-                     args.last, args.noise_floor, acceptances.of_paths([args.baseline]))
+                     args.last, args.noise_floor, acceptances.of_paths([args.baseline]),
+                     directory=Path(args.baseline).is_dir())
     if args.json:
         write_document(document(result, args.fail_on_regression), args.json)
     print(render(result, args.markdown, None if args.wide or args.markdown else terminal_width()))

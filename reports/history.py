@@ -81,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(found)} case histories over {runs} runs; {stepped} with a step of at least {args.min_effect:g} % "
           f"that held {judge.PERSIST} runs or more\n")
     longest = max(len(t.runs) for t in found)
-    if longest < 2 * judge.PERSIST:
-        print(f"no step can be named: a step needs {judge.PERSIST} runs on each side, and the longest history here has "
+    if longest < judge.SETTLED + judge.PERSIST:
+        print(f"no step can be named: a step needs {judge.SETTLED} runs before it and {judge.PERSIST} after, and the "
+              "longest history here has "
               f"{longest} run{'s' if longest != 1 else ''} (compare two runs with `python -m reports compare`)\n")
     shown = found if args.all else [t for t in found if t.steps]
     if shown:

@@ -121,7 +121,7 @@ def build(frame: pd.DataFrame, accepted: list[acceptances.Record], baseline: str
         drawn = []
         for t in part:
             verdict = verdicts.get((t.machine, t.case))
-            drawn.append(Figure(anchor(t.device, t.case), t.case, levels.case_panel(t, verdict, used),
+            drawn.append(Figure(anchor(t.device, t.case), t.case, levels.case_panel(t, verdict),
                                 *news(t, verdict)))
         figures[heading] = sorted(drawn, key=lambda f: (NEWS_ORDER[f.news], -f.size, f.caption))
     across, reference = machines(found, baseline)

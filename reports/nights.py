@@ -3,10 +3,12 @@
 steps a person reads and the pictures rest on one judgement of the same nights.
 
 A night is one run of the machine, in the order of its `datetime` (then file name). A case's figure that night is
-the run's level (reports/noise.py `level`), left out (NaN) where the run measured it under host contention with a
-timer that includes the host, or throttled (reports/format/trust.py): such a figure says what the machine did, not
-what the code does, and must neither move a level nor add to a step. A run cut short (`incomplete_reason`) is
-not a night: what it did not reach would read as missing and what it reached may be what killed it.
+the run's level (reports/noise.py `level`), left out (NaN) where the run measured it throttled (a thermal or power
+brake: what the GPU did, not what the code does). A figure measured under host contention is kept: on a busy
+runner it is every night's figure, and its spread is part of the noise the series shows; where it would decide the
+candidate's verdict, the verdict says contention explains it and the gate does not judge it (reports/verdicts.py).
+A run cut short (`incomplete_reason`) is not a night: what it did not reach would read as missing and what it
+reached may be what killed it.
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ import pandas as pd
 from scipy import stats
 
 from reports import judge, noise
-from reports.format import trust
 
 
 @dataclass
-class Nights:
+class NightMatrix:
     """The levels of one machine's runs, cases x nights, and which figures may be judged."""
 
     cases: list[str]
@@ -42,10 +43,10 @@ def night_order(frame: pd.DataFrame) -> list[str]:
 
 
 def figures_usable(frame: pd.DataFrame) -> pd.Series:
-    """Whether each row's figure can be judged (module docstring)."""
-    disturbed = frame.apply(lambda row: trust.host_disturbed(row) or trust.flag(row, "throttled"), axis=1) \
-        if len(frame) else pd.Series([], dtype=bool)
-    return ~disturbed.astype(bool)
+    """Whether each row's figure can be judged (module docstring): not throttled."""
+    if "throttled" not in frame:
+        return pd.Series(True, index=frame.index)
+    return ~frame["throttled"].map(lambda v: isinstance(v, bool) and v).astype(bool)
 
 
 def levels(frame: pd.DataFrame) -> pd.Series:
@@ -60,9 +61,9 @@ def levels(frame: pd.DataFrame) -> pd.Series:
     return out
 
 
-def matrix(frame: pd.DataFrame, order: list[str] | None = None) -> Nights:
-    """One machine's measured rows (one per case and file) as Nights, in `order` (default: night_order); rows that
-    already carry their `level_s` and `usable` (reports/timeline.py `prepared`) are not worked out again."""
+def matrix(frame: pd.DataFrame, order: list[str] | None = None) -> NightMatrix:
+    """One machine's measured rows (one per case and file) as a NightMatrix, in `order` (default: night_order);
+    rows that already carry their `level_s` and `usable` (reports/timeline.py `prepared`) are not worked out again."""
     order = order or night_order(frame)
     table = frame.assign(level=frame["level_s"] if "level_s" in frame else levels(frame),
                          usable=frame["usable"] if "usable" in frame else figures_usable(frame))
@@ -72,18 +73,18 @@ def matrix(frame: pd.DataFrame, order: list[str] | None = None) -> Nights:
     usable = table.pivot_table(index="case", columns="file", values="usable", aggfunc="first").reindex(
         index=cases, columns=order)
     groups = table.drop_duplicates("case").set_index("case")["group"].reindex(cases)
-    return Nights(cases, order, wide.to_numpy(dtype=float), usable.fillna(False).to_numpy(dtype=bool),
+    return NightMatrix(cases, order, wide.to_numpy(dtype=float), usable.fillna(False).to_numpy(dtype=bool),
                   [g if isinstance(g, str) else None for g in groups])
 
 
-def thresholds(found: Nights, threshold_pct: float, group_thresholds: dict[str, float] | None) -> np.ndarray:
+def thresholds(found: NightMatrix, threshold_pct: float, group_thresholds: dict[str, float] | None) -> np.ndarray:
     """Each case's minimum effect as a fraction (its group's where one is set)."""
     group_thresholds = group_thresholds or {}
     return np.array([group_thresholds.get(g, threshold_pct) / 100 for g in found.groups]) if found.cases \
         else np.zeros(0)
 
 
-def run(found: Nights, threshold_pct: float, group_thresholds: dict[str, float] | None, floor_pct: float,
+def run(found: NightMatrix, threshold_pct: float, group_thresholds: dict[str, float] | None, floor_pct: float,
         acceptances: list[judge.Acceptance] = ()) -> judge.Judgement:
     """The judgement of every night of `found`."""
     return judge.judge(found.judged_levels(), found.cases, thresholds(found, threshold_pct, group_thresholds),

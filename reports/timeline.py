@@ -44,8 +44,8 @@ NO_GROUP = "(no group)"  # a pytest-benchmark file without groups (other project
 @dataclass(frozen=True)
 class LevelShift:
     """A step of a case's series as drawn and listed: at run index `at` the level goes from `before` to `after`
-    (seconds: the medians of the case's own levels on either side); `accepted`: why the new level is the
-    reference (an improvement, or an acceptance's reason), empty while a regression is open."""
+    (seconds, as the judgement named it, reports/judge.py); `accepted`: why the new level is the reference (an
+    improvement, or an acceptance's reason), empty while a regression is open."""
 
     at: int
     before: float
@@ -84,6 +84,7 @@ class Trend:
     runs: pd.DataFrame  # KEPT columns present, marks, incomplete; oldest first
     steps: list[LevelShift]
     sigma: float = noise.DEFAULT_NOISE_FLOOR_PCT / 100  # the noise the judgement read off the series, log units
+    reference: np.ndarray | None = None  # bool per run: the runs whose levels are the case's reference now
 
     @property
     def levels(self) -> np.ndarray:
@@ -201,7 +202,7 @@ def prepared(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def machine_judgement(part: pd.DataFrame, min_effect_pct: float, accepted: list[acceptances.Record]
-                      ) -> tuple[nights.Nights, judge.Judgement]:
+                      ) -> tuple[nights.NightMatrix, judge.Judgement]:
     """The judgement of one machine's complete runs (prepared rows), as the gate makes it night by night."""
     complete = part[~part["incomplete"]] if "incomplete" in part else part
     found = nights.matrix(complete)
@@ -209,16 +210,15 @@ def machine_judgement(part: pd.DataFrame, min_effect_pct: float, accepted: list[
                              acceptances.for_nights(accepted, complete, found.files))
 
 
-def case_steps(runs: pd.DataFrame, found: nights.Nights, judgement: judge.Judgement, case: str) -> list[LevelShift]:
-    """The judgement's steps of one case, placed on the case's own runs (incomplete runs among them)."""
+def case_steps(runs: pd.DataFrame, found: nights.NightMatrix, judgement: judge.Judgement,
+               case: str) -> list[LevelShift]:
+    """The judgement's steps of one case, placed on the case's own runs (incomplete runs among them), with the
+    levels the judgement named them by (as measured, seconds)."""
     if case not in judgement.cases:
         return []
     index = {file: i for i, file in enumerate(runs["file"])}
-    named = [s for s in judgement.tracks.steps[judgement.index(case)] if found.files[s.at] in index]
-    cuts = [0, *(index[found.files[s.at]] for s in named)]
-    values = segment_levels(runs["level_s"].to_numpy(dtype=float), cuts)
-    return [LevelShift(cut, before, after, s.accepted)
-            for s, cut, before, after in zip(named, cuts[1:], values[:-1], values[1:], strict=True)]
+    return [LevelShift(index[found.files[s.at]], float(np.exp(s.before)), float(np.exp(s.after)), s.accepted)
+            for s in judgement.tracks.steps[judgement.index(case)] if found.files[s.at] in index]
 
 
 def series(rows: pd.DataFrame, min_effect_pct: float = 5.0, accepted: list[acceptances.Record] | None = None
@@ -234,9 +234,12 @@ def series(rows: pd.DataFrame, min_effect_pct: float = 5.0, accepted: list[accep
             row = judgement.cases.index(case) if case in judgement.cases else None
             sigma = judgement.tracks.sigma_at[row, :last + 1] if row is not None else np.array([])
             known = sigma[np.isfinite(sigma)]
+            used = set() if row is None else {found.files[n] for n in
+                                              np.flatnonzero(judgement.tracks.reference_nights(row))}
             out.append(Trend(case, one["group"].iloc[0], one["series"].iloc[0], machine, runs,
                              case_steps(runs, found, judgement, case),
-                             float(known[-1]) if len(known) else noise.DEFAULT_NOISE_FLOOR_PCT / 100))
+                             float(known[-1]) if len(known) else noise.DEFAULT_NOISE_FLOOR_PCT / 100,
+                             runs["file"].isin(used).to_numpy()))
     return sorted(out, key=lambda t: (not t.steps, str(t.group), t.case, t.device))
 
 
@@ -300,7 +303,7 @@ def gate(history: pd.DataFrame, accepted: list[acceptances.Record] | None = None
             found.append(Gate(machine, device, file, [], basis, None, "no run of this machine before it"))
             continue
         try:
-            comparison = verdicts.compare(earlier, cand, accepted=accepted)
+            comparison = verdicts.compare(earlier, cand, accepted=accepted, directory=True)
         except InputError as exc:  # every earlier run incomplete, say: the page says why instead of failing
             found.append(Gate(machine, device, file, [], basis, None, str(exc)))
             continue

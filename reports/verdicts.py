@@ -319,16 +319,19 @@ def pair_pool(runs: dict[str, pd.DataFrame], order: list[str], cand: pd.DataFram
 
 
 def pair_shift(pool: noise.Pooled | None, threshold_pct: float) -> RunShift | None:
-    """The whole run's shift in an A/B comparison: `moved` where it reaches the threshold (the machine's state or a
-    change every case shares: one pair cannot tell which)."""
+    """The whole run's shift in an A/B comparison: every case together `slower` (a failure: one line for the run,
+    not a list of cases) or `faster` where the median case moved the threshold or more. One pair cannot tell the
+    machine's state from a change every case shares; a history can (reports/judge.py), and the note says so."""
     if pool is None:
         return None
     ratio = math.exp(pool.shift)
     limit = math.log1p(threshold_pct / 100)
-    status = judge.SAME if abs(pool.shift) < limit else judge.MOVED if pool.shift > 0 else judge.MOVED_FASTER
-    note = (f"the whole run moved {(ratio - 1) * 100:+.1f} % ({pool.cases} cases, median): taken out of every case"
-            + ("; one pair cannot tell the machine from a change every case shares: re-run on a quiet machine"
-               if status == judge.MOVED else ""))
+    status = judge.SAME if abs(pool.shift) < limit else judge.SLOWER if pool.shift > 0 else judge.FASTER
+    note = f"the whole run moved {(ratio - 1) * 100:+.1f} % ({pool.cases} cases, median): taken out of every case"
+    if status == judge.SLOWER:
+        note = (f"the whole run is {(ratio - 1) * 100:+.1f} % slower ({pool.cases} cases, median): a change every "
+                "case shares, or the machine's state; one pair cannot tell which (re-run both on a quiet machine, "
+                "or judge it against a history of runs)")
     return RunShift(status, ratio, pool.cases, note)
 
 
@@ -357,7 +360,13 @@ def _percent(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f} %"
 
 
-def night_verdict(found: judge.Judgement, nights_of: nights.Nights, frame: pd.DataFrame, cand: pd.Series,
+def _last_noise(found: judge.Judgement, row: int) -> float:
+    """The noise a case was last judged by (log units): a night set aside (the whole run moved) has none of its own."""
+    seen = found.tracks.sigma_at[row][np.isfinite(found.tracks.sigma_at[row])]
+    return float(seen[-1]) if len(seen) else found.floor
+
+
+def night_verdict(found: judge.Judgement, nights_of: nights.NightMatrix, frame: pd.DataFrame, cand: pd.Series,
                   base: list[pd.Series], threshold_pct: float) -> Verdict:
     """One case's verdict on the newest night of a history, from the judgement's outcome (module docstring)."""
     row, last = found.index(cand["case"]), found.nights - 1
@@ -369,7 +378,7 @@ def night_verdict(found: judge.Judgement, nights_of: nights.Nights, frame: pd.Da
     verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure", ratio=ratio, ci_low=out.ci_low,
                       ci_high=out.ci_high, p_value=nights.p_value(math.log(ratio), out.sigma), baseline_s=reference,
                       candidate_s=level, threshold_pct=threshold_pct, status=out.status, source="history",
-                      noise_pct=out.noise_pct if np.isfinite(out.sigma) else None,
+                      noise_pct=float(np.expm1(_last_noise(found, row)) * 100),
                       basis=f"{int(np.isfinite(nights_of.levels[row]).sum())} nights of this machine")
     def label(at: int) -> str:
         return night_label(frame, nights_of.files[at])
@@ -394,6 +403,7 @@ def night_verdict(found: judge.Judgement, nights_of: nights.Nights, frame: pd.Da
         verdict.note = "the whole run moved this night (below): its cases are judged as a whole, not one by one"
     elif out.status == judge.MISSING:
         verdict.note = "this night's figure cannot be judged (host contention or throttling)"
+        verdict.looks = "slower" if beyond else ""
     elif out.status == judge.NEW:
         verdict.note = "no earlier figure of it could be judged"
         verdict.not_judged = "no earlier figure that could be judged" if beyond else ""
@@ -438,14 +448,15 @@ def compare(base_frame: pd.DataFrame, cand_frame: pd.DataFrame, threshold_pct: f
             group_thresholds: dict[str, float] | None = None, alpha: float = DEFAULT_ALPHA,
             allow_different_devices: bool = False, last: int | None = baseline.DEFAULT_LAST,
             noise_floor_pct: float = noise.DEFAULT_NOISE_FLOOR_PCT,
-            accepted: list[acceptances.Record] | None = None) -> Comparison:
+            accepted: list[acceptances.Record] | None = None, directory: bool = False) -> Comparison:
     """Verdicts for every case measured in the candidate and the baseline (module docstring); cases measured in one
-    only are added or removed. `accepted`: the acceptances kept with the history (reports/accept.py)."""
+    only are added or removed. `accepted`: the acceptances kept with the history (reports/acceptances.py);
+    `directory`: the baseline was given as a folder of runs (a history, which may hold the candidate's own run)."""
     _one_run(cand_frame, "candidate")
     group_thresholds, accepted = group_thresholds or {}, accepted or []
     own = acceptances.of_run(accepted, cand_frame)
     try:
-        base_frame = baseline.select(base_frame, cand_frame, last)
+        base_frame = baseline.select(base_frame, cand_frame, last, directory)
     except baseline.NewMachine as exc:
         return Comparison([], [], [], baseline="no run of this machine", candidate=cand_frame["file"].iloc[0],
                           threshold_pct=threshold_pct, alpha=alpha, new_machine="" if own else str(exc),
