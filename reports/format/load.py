@@ -96,7 +96,8 @@ def results_below(folder: Path) -> list[Path]:
             dirs.clear()
             continue
         seen.add(real)
-        found += [Path(root) / f for f in files if f.endswith((".json", f".json{JOURNAL_SUFFIX}"))]
+        # a folder named like a results file is found too, so that reading it fails with a warning naming it
+        found += [Path(root) / f for f in [*files, *dirs] if f.endswith((".json", f".json{JOURNAL_SUFFIX}"))]
     return found
 
 
