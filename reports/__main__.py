@@ -23,6 +23,7 @@ COMMANDS = {
     "hardware": "reports.hardware",
     "html": "reports.html",
     "export": "reports.export",
+    "accept": "reports.accept",
 }
 
 

@@ -13,11 +13,12 @@ import argparse
 import math
 import textwrap
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from reports import noise
+from reports import acceptances, baseline, noise
 from reports.change import ASSUMED_NOISE_PCT, DEFAULT_THRESHOLD_PCT, VERDICTS
 from reports.format import strict_json
 from reports.format.errors import InputError
@@ -36,7 +37,7 @@ from reports.text import (
     signed_percent,
     terminal_width,
 )
-from reports.verdicts import DEFAULT_ALPHA, DEFAULT_LAST, Comparison, Verdict, compare, noise_sources, smallest_slower
+from reports.verdicts import DEFAULT_ALPHA, Comparison, Verdict, compare, noise_sources, smallest_slower
 
 
 def noise_line(result: Comparison) -> str:
@@ -45,7 +46,8 @@ def noise_line(result: Comparison) -> str:
     if not sources.get("assumed"):
         return "run-to-run noise: measured (" + ", ".join(f"{n} from {s}" for s, n in sources.items()) + ")"
     which = "every case" if len(sources) == 1 else f"{sources['assumed']} case(s)"
-    line = (f"run-to-run noise: unknown for {which} (no rounds, fewer than {noise.MIN_HISTORY} baseline runs): "
+    line = (f"run-to-run noise: unknown for {which} (no rounds, fewer than {noise.MIN_POOLED_CASES} cases shared, "
+            f"fewer than {baseline.MIN_HISTORY} baseline runs): "
             f"each run's level is assumed to move {ASSUMED_NOISE_PCT:g} % between runs, so only a change beyond "
             f"{signed_percent(smallest_slower(result.threshold_pct, result.alpha))} can be called slower; measure it "
             "with --bench-rounds 3 or a directory of runs as BASELINE")
@@ -108,6 +110,13 @@ def render(result: Comparison, markdown: bool, width: int | None = None) -> str:
         lines.append(f"{bold}identity differs: {differs}{bold} (a likely cause of any change below)")
     if result.verdicts:
         lines.append(noise_line(result) if width is None else textwrap.fill(noise_line(result), width))
+    if result.shift is not None:
+        whole = f"whole run: {result.shift.status}, {signed_percent(result.shift.ratio)} ({result.shift.cases} cases)"
+        lines.append(whole + (f": {result.shift.note}" if result.shift.note else ""))
+    if result.new_machine:
+        lines.append(f"\n{bold}NEW MACHINE: {shown(result.new_machine)}{bold}")
+    if result.accepted:
+        lines.append(f"\nthis run was accepted as a reference: {shown(result.accepted)}")
     lines += ["", summary_line(result)]
     if result.regressed:
         lines.append(f"\n{bold}REGRESSION: {result.count('slower')} case(s) slower, {len(result.broken)} timed "
@@ -168,6 +177,8 @@ def document(result: Comparison, gate: bool) -> dict:
             "noise": {"sources": noise_sources(result), "assumed_pct": ASSUMED_NOISE_PCT,
                       "smallest_slower_pct": (smallest_slower(result.threshold_pct, result.alpha) - 1) * 100},
             "identity_changes": result.identity_changes, "incomplete": result.incomplete,
+            "shift": asdict(result.shift) if result.shift is not None else None, "new_machine": result.new_machine,
+            "accepted": result.accepted,
             "verdicts": [asdict(v) for v in result.verdicts], "added": result.added, "removed": result.removed,
             "failing_now": result.broken, "not_measured": result.unmeasured, "invalid": result.invalid}
 
@@ -189,15 +200,16 @@ def parse_group_thresholds(items: list[str]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     group_thresholds = parse_group_thresholds(args.threshold_group)
-    if args.last < 1:
-        raise InputError(f"--last {args.last}: expected a number of baseline runs >= 1")
+    if args.last is not None and args.last < 1:
+        raise InputError(f"--last {args.last}: expected a number of nights >= 1")
     if not (math.isfinite(args.noise_floor) and args.noise_floor >= 0):
         raise InputError(f"--noise-floor {args.noise_floor}: must be a finite percentage >= 0")
     if args.json:
         refuse_inputs("--json", [args.json], [args.baseline, args.candidate])
     base, cand = load([args.baseline]), load([args.candidate])
     result = compare(base, cand, args.threshold, group_thresholds, args.alpha, args.allow_different_devices,
-                     args.last, args.noise_floor)
+                     args.last, args.noise_floor, acceptances.of_paths([args.baseline]),
+                     directory=Path(args.baseline).is_dir())
     if args.json:
         write_document(document(result, args.fail_on_regression), args.json)
     print(render(result, args.markdown, None if args.wide or args.markdown else terminal_width()))
@@ -219,8 +231,9 @@ def write_document(found: dict, path: str) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("compare", help="per-case verdicts between a baseline and a candidate run")
-    parser.add_argument("baseline", help="pytest-benchmark JSON of the reference run, or a directory of good runs "
-                        "(a history: the last --last runs of the candidate's machine are the baseline)")
+    parser.add_argument("baseline", help="pytest-benchmark JSON of the reference run (an A/B comparison), or a "
+                        "directory of runs (a history: the candidate's machine's nights, judged as the nightly meets "
+                        "them, with the acceptances kept there, accepted.jsonl)")
     parser.add_argument("candidate", help="pytest-benchmark JSON of the run to judge")
     parser.add_argument("--threshold", type=percent, default=DEFAULT_THRESHOLD_PCT,
                         help="minimum effect in percent (default: 5)")
@@ -228,18 +241,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="minimum effect for one group, e.g. attention=10 (repeatable)")
     parser.add_argument("--alpha", type=probability, default=DEFAULT_ALPHA,
                         help="significance level of a change (default: 0.01)")
-    parser.add_argument("--last", type=int, default=DEFAULT_LAST,
-                        help=f"baseline runs taken from a history directory (default: {DEFAULT_LAST})")
+    parser.add_argument("--last", type=int, default=baseline.DEFAULT_LAST,
+                        help="the newest N nights of a history directory are read (default: every night, as "
+                        "`history` and the history page read them)")
     parser.add_argument("--noise-floor", type=float, default=noise.DEFAULT_NOISE_FLOOR_PCT,
                         help="smallest run-to-run noise assumed for a case, percent (default: "
                         f"{noise.DEFAULT_NOISE_FLOOR_PCT:g})")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown, e.g. for $GITHUB_STEP_SUMMARY")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help=f"exit {FAILED} when any case is slower or fails now, holds a value that cannot be a "
-                        "time, when the candidate run is incomplete, or when no case could be compared; else exit "
-                        f"{NOT_JUDGED} (could not judge: re-run) when a change beyond the threshold towards slower "
-                        "could not be told from noise (candidate measured under host contention with a timer that "
-                        "includes the host, run-to-run noise unknown, too few samples, not converged, throttled); "
+                        "time, when the candidate run is incomplete, when the whole run's shift held, or when no case "
+                        f"could be compared; else exit {NOT_JUDGED} (could not judge: re-run) when a change beyond the "
+                        "threshold towards slower could not be told from noise (in a history: a one-night move, a "
+                        "whole run that moved, a regression this night may have undone; candidate measured under "
+                        "host contention with a timer that includes the host, run-to-run noise unknown, too few "
+                        "samples, not converged, throttled) or the baseline holds no run of the candidate's machine; "
                         f"else {PASSED}. Exit 2 is a usage error")
     parser.add_argument("--allow-different-devices", action="store_true",
                         help="compare runs of different devices anyway (with a warning)")

@@ -33,7 +33,9 @@ def gate_failures(result: Comparison) -> list[str]:
     if result.incomplete:
         failures.append(f"the candidate run is incomplete ({result.incomplete}): {len(result.unmeasured)} "
                         "baseline case(s) were not measured")
-    if not result.verdicts:
+    if result.shift is not None and result.shift.status == "slower":
+        failures.append(result.shift.note)
+    if not result.verdicts and not result.new_machine and not result.accepted:
         failures.append("no case was timed in both runs: nothing was compared")
     return failures
 
@@ -48,21 +50,27 @@ REMEDIES = {
     "not converged": ROUNDS,
     "too thin": ROUNDS,
     "throttled": "re-run once the GPU is no longer throttled (its cooling, its power brake)",
+    "night alone": "re-run (or wait for the next night): a move that holds is a regression, one that does not is not",
+    "back within": "re-run (or wait for the next night) to see whether the regression is fixed",
+    "earlier figure": "re-run where nothing else takes the host's CPUs: the case has no undisturbed earlier figure",
 }
 
 
 def gate_not_judged(result: Comparison) -> list[str]:
-    """Why `--fail-on-regression` cannot pass (exit NOT_JUDGED when nothing failed): each change towards slower
-    that could not be judged, with its reasons, and what to do to judge it."""
+    """Why `--fail-on-regression` cannot pass (exit NOT_JUDGED when nothing failed): a new machine, a whole run
+    that moved, each change towards slower that could not be judged, with its reasons, and what to do."""
+    lines = [result.new_machine] if result.new_machine else []
+    if result.shift is not None and result.shift.status in ("moved", "undone"):
+        lines.append(result.shift.note or f"the whole run moved {signed_percent(result.shift.ratio)}: re-run")
     cases = result.unjudged
     if not cases:
-        return []
+        return lines
     found = "; ".join(f"{v.case} {signed_percent(v.ratio)} ({v.not_judged})" for v in cases)
     todo = dict.fromkeys(text for key, text in REMEDIES.items() if any(key in v.not_judged for v in cases))
-    return [f"{len(cases)} change(s) beyond the threshold towards slower could not be judged: {found}",
-            "to judge them: " + "; ".join(todo)]
+    return [*lines, f"{len(cases)} change(s) beyond the threshold towards slower could not be judged: {found}",
+            *(["to judge them: " + "; ".join(todo)] if todo else [])]
 
 
 def gate_status(result: Comparison) -> int:
     """The gate's exit status: FAILED wins over NOT_JUDGED, which wins over PASSED."""
-    return FAILED if gate_failures(result) else NOT_JUDGED if result.unjudged else PASSED
+    return FAILED if gate_failures(result) else NOT_JUDGED if gate_not_judged(result) else PASSED

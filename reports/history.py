@@ -3,13 +3,15 @@
 The series are reports/timeline.py's: runs ordered by their `datetime`, one series per machine identity
 (`machine_id`: a GPU's UUID, so two boxes of one GPU model are two histories, as are a 1-thread and a 2-thread
 CPU run), labelled by the device name, with the machine beside it when one device name has several; a run's level
-is the figure the nightly gate judges (the median of its round medians). Steps come from `reports.stats.steps`
-(a penalized piecewise-constant fit, as asv does) and are named by the run where the new level starts: its date,
-commit and file, which is what a person bisecting needs, and the torch upgrade when one happened there. A change
-is a step once it has lasted `stats.MIN_RUNS` runs, with as many before it: a one-night spike is none, and a
-history too short to hold one says so rather than naming every difference between two runs. A run whose figure
-of the case carries a mark (reports/marks.py: contended, unconverged, throttled, above peak) is counted in the
-table's `mark` column and drawn hollow in the plots: a step that starts on a busy night reads as such.
+is the figure the nightly gate judges (the median of its round medians). Steps are the gate's own judgement
+(reports/judge.py) replayed night by night, with the acceptances kept in the directories given
+(reports/accept.py), so that `history`, the gate and the history page name the same steps: each is named by the
+run where the new level starts (its date, commit and file, what a person bisecting needs, and the torch upgrade
+when one happened there) and, where it was accepted, why. A change is a step once it has held `judge.PERSIST`
+nights (more for a case that has come back from longer moves) after a level of as many: a one-night spike is none.
+A run whose figure of the case carries a mark (reports/marks.py: contended, unconverged, throttled, above peak) is
+counted in the table's `mark` column and drawn hollow in the plots: a step that starts on a busy night reads as
+such.
 
 `-o` draws the pictures of the HTML page's history section (reports/plots/levels.py: legend, noise band,
 robust scale with spikes at the edge): one figure of small multiples per group and machine, and one figure per
@@ -23,11 +25,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import marks
+from reports import acceptances, judge, marks
 from reports.format.load import load, output_dir
 from reports.format.outputs import refuse_inputs
 from reports.plots import levels
-from reports.stats import MIN_RUNS
 from reports.text import MARKDOWN, file_stem, fit, format_time, percent
 from reports.timeline import Trend, trends
 
@@ -74,14 +75,15 @@ def run(args: argparse.Namespace) -> int:
     frame = load(args.results, samples=False)
     if args.group:
         frame = frame[frame["group"] == args.group]
-    found = trends(frame, args.min_effect)
+    found = trends(frame, args.min_effect, acceptances.of_paths(args.results))
     stepped = sum(bool(t.steps) for t in found)
     runs = frame["file"].nunique()
     print(f"{len(found)} case histories over {runs} runs; {stepped} with a step of at least {args.min_effect:g} % "
-          f"lasting {MIN_RUNS} runs or more\n")
+          f"that held {judge.PERSIST} runs or more\n")
     longest = max(len(t.runs) for t in found)
-    if longest < 2 * MIN_RUNS:
-        print(f"no step can be named: a step needs {MIN_RUNS} runs on each side, and the longest history here has "
+    if longest < judge.SETTLED + judge.PERSIST:
+        print(f"no step can be named: a step needs {judge.SETTLED} runs before it and {judge.PERSIST} after, and the "
+              "longest history here has "
               f"{longest} run{'s' if longest != 1 else ''} (compare two runs with `python -m reports compare`)\n")
     shown = found if args.all else [t for t in found if t.steps]
     if shown:

@@ -10,9 +10,9 @@ each in its own figure so that a summary row links to it and a browser's find re
 with a single run on a machine says so instead. With several machines, each case they share is drawn once more
 with every machine on one picture, normalised to one machine (`--baseline`, else the first).
 
-Good runs: `--good DIR` names the folder the nightly workflow keeps them in (`$BENCH_HISTORY/good`, one folder
-per machine below it); the gate's reference is then the last good runs, as in the workflow. Without it, the last
-complete runs before the newest are the reference (as `compare` takes a history directory), and the page says so.
+The judgement is the gate's (reports/judge.py) over every run of each machine, with the acceptances kept in the
+folders given (reports/accept.py): the page lists them, with the step each closed, so that a reader sees why a
+level that rose is the reference now.
 
 Speed (a year of nightly runs, a few hundred cases): the files are loaded without raw samples, levels and marks
 are worked out column-wise, and the pictures are drawn on one reused figure; `tools/bench_history_page.py`
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import hardware, timeline
-from reports.format.load import load, output_dir
+from reports import acceptances, hardware, judge, timeline
+from reports.format.load import output_dir
 from reports.plots import levels
 from reports.plots.levels import Panel
 from reports.text import file_stem, format_time
@@ -47,17 +47,6 @@ def applies(frame: pd.DataFrame) -> bool:
     """Whether the results are a history: some machine has HISTORY_RUNS runs or more (copies counted once)."""
     runs = timeline.without_copies(frame).groupby("machine_id")["file"].nunique()
     return bool((runs >= HISTORY_RUNS).any())
-
-
-def good_frame(paths: list[str] | None) -> pd.DataFrame | None:
-    """The good runs' rows from `--good` (None when not given). A folder that holds no results yet (the first
-    nights of a machine) is no good run, not an error; a path that does not exist is (load's one line)."""
-    if not paths:
-        return None
-    usable = [p for p in paths if not Path(p).is_dir() or any(Path(p).rglob("*.json"))]
-    if not usable:
-        return pd.DataFrame(columns=["file", *timeline.RUN_KEY])
-    return load(usable, samples=False)
 
 
 @dataclass
@@ -85,7 +74,7 @@ class History:
     single: dict[str, str]  # heading -> why it has no picture (one run)
     across: dict[str, list[Figure]]  # per group: the cases several machines share
     reference_machine: str | None
-    good_given: bool
+    accepted: list[acceptances.Record]
 
 
 def anchor(device: str, case: str) -> str:
@@ -108,14 +97,14 @@ def news(trend: timeline.Trend, verdict: Verdict | None) -> tuple[str, float]:
 NEWS_ORDER = {"slower": 0, "not judged": 1, "step": 2, "faster": 3, "": 4}
 
 
-def build(frame: pd.DataFrame, good: pd.DataFrame | None, baseline: str | None = None,
+def build(frame: pd.DataFrame, accepted: list[acceptances.Record], baseline: str | None = None,
           min_effect_pct: float = 5.0) -> History:
     """The section's data and what each picture draws; `draw` writes the pictures (most of the section's time: a
     reader of the data alone, as the tests are, does not pay it)."""
-    rows = timeline.prepared(frame, good)
-    found = timeline.series(rows, min_effect_pct)
-    gates = timeline.gate(frame, good)
-    used = timeline.reference_files(gates, rows, good)
+    rows = timeline.prepared(frame)
+    found = timeline.series(rows, min_effect_pct, accepted)
+    gates = timeline.gate(frame, accepted)
+    used = timeline.reference_files(gates)
     verdicts = {(g.machine, case): v for g in gates for case, v in g.verdicts.items()}
     figures: dict[str, list[Figure]] = {}
     single: dict[str, str] = {}
@@ -132,14 +121,14 @@ def build(frame: pd.DataFrame, good: pd.DataFrame | None, baseline: str | None =
         drawn = []
         for t in part:
             verdict = verdicts.get((t.machine, t.case))
-            drawn.append(Figure(anchor(t.device, t.case), t.case, levels.case_panel(t, verdict, used),
+            drawn.append(Figure(anchor(t.device, t.case), t.case, levels.case_panel(t, verdict),
                                 *news(t, verdict)))
         figures[heading] = sorted(drawn, key=lambda f: (NEWS_ORDER[f.news], -f.size, f.caption))
     across, reference = machines(found, baseline)
     table = timeline.run_table(rows)
     table["reference"] = table["file"].isin(used)
     return History(rows, table, found, gates, timeline.moved(gates), timeline.open_steps(found), figures, single,
-                   across, reference, good is not None)
+                   across, reference, accepted)
 
 
 def machines(found: list[timeline.Trend], baseline: str | None) -> tuple[dict[str, list[Figure]], str | None]:
@@ -240,8 +229,8 @@ def moved_html(history: History) -> str:
 
 def steps_html(history: History) -> str:
     if not history.steps:
-        return ("<p>No open step: no series changed level by at least the minimum effect for "
-                f"{timeline.stats.MIN_RUNS} runs or more.</p>")
+        return ("<p>No step: no series changed level by at least the minimum effect for "
+                f"{judge.PERSIST} runs or more.</p>")
     rows = []
     for t in history.steps:
         step = t.steps[-1]
@@ -251,9 +240,10 @@ def steps_html(history: History) -> str:
                     f"<td class='num'>{(step.ratio - 1) * 100:+.1f} %</td>"
                     f"<td class='num'>{format_time(step.before)} -> {format_time(step.after)}</td>"
                     f"<td>{esc(t.run_label(step.at))}{esc(t.software_change(step.at))}</td>"
-                    f"<td class='num'>{since}</td></tr>")
+                    f"<td class='num'>{since}</td><td>{esc(step.accepted or ('open' if step.ratio > 1 else ''))}"
+                    "</td></tr>")
     head = ("<tr><th>machine</th><th>suite</th><th>case</th><th>step</th><th>level before -> after</th>"
-            "<th>started at the run</th><th>runs since</th></tr>")
+            "<th>started at the run</th><th>runs since</th><th>accepted</th></tr>")
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
@@ -264,14 +254,25 @@ def runs_html(history: History) -> str:
         f"<tr><td>{timeline.stamp(r.datetime)}</td><td>{esc(Path(r.file).name)}</td>"
         f"<td>{esc(timeline.short_commit(r.commit))}</td><td>{esc(r.series)}</td>"
         f"<td>{'no: ' + esc(r.incomplete_reason) if isinstance(r.incomplete_reason, str) else 'yes'}</td>"
-        f"<td>{'yes' if r.good else ''}</td><td>{'yes' if r.reference else ''}</td>"
+        f"<td>{'yes' if r.reference else ''}</td>"
         f"<td class='num'>{r.timed}</td><td class='num'>{r.disturbed}</td></tr>" for r in table.itertuples())
-    cut, good = int(history.runs["incomplete_reason"].notna().sum()), int(history.runs["good"].sum())
-    good_text = f", {good} good" if history.good_given else ""
-    head = ("<tr><th>date (UTC)</th><th>file</th><th>commit</th><th>machine</th><th>complete</th><th>good</th>"
+    cut = int(history.runs["incomplete_reason"].notna().sum())
+    head = ("<tr><th>date (UTC)</th><th>file</th><th>commit</th><th>machine</th><th>complete</th>"
             "<th>gate's reference</th><th>timed cases</th><th>disturbed</th></tr>")
-    return (f"<details><summary>All {len(table)} runs ({cut} cut short{good_text})</summary><div class='scroll'>"
+    return (f"<details><summary>All {len(table)} runs ({cut} cut short)</summary><div class='scroll'>"
             f"<table><thead>{head}</thead><tbody>{body}</tbody></table></div></details>")
+
+
+def accepted_html(history: History) -> str:
+    """The acceptances the judgement applied, newest first: which run's level, for what, and why."""
+    if not history.accepted:
+        return ("<p>None: a regression stays open until it is fixed or accepted "
+                "(<code>python -m reports accept RUN --history DIR --reason TEXT</code>).</p>")
+    rows = "".join(f"<tr><td>{esc(r.accepted_at)}</td><td>{esc(r.file)}</td><td>{esc(r.machine)}</td>"
+                   f"<td>{esc(', '.join(r.cases) or 'every case and the whole run')}</td><td>{esc(r.reason)}</td>"
+                   f"<td>{esc(r.by)}</td></tr>" for r in reversed(history.accepted))
+    head = "<tr><th>when</th><th>run</th><th>machine</th><th>cases</th><th>reason</th><th>by</th></tr>"
+    return f"<table><thead>{head}</thead><tbody>{rows}</tbody></table>"
 
 
 def grid(figures: list[Figure], pictures: dict[str, Path]) -> str:
@@ -280,17 +281,16 @@ def grid(figures: list[Figure], pictures: dict[str, Path]) -> str:
 
 def section_html(history: History, pictures: dict[str, Path], key: Path | None) -> str:
     """The section as HTML (pictures embedded: `draw`'s files by anchor)."""
-    good = ("the good runs named by --good" if history.good_given
-            else "no good runs given (--good): the reference is the last complete runs")
     first, last = (timeline.stamp(history.runs["datetime"].agg(end), "%Y-%m-%d") for end in ("min", "max"))
     parts = [f"<h2 id='history'>History: what moved</h2><p class='muted'>{len(history.runs)} runs of "
-             f"{history.runs['series'].nunique()} machine(s), {first} to {last}; {good}. A level is the median of a "
-             "run's round medians, the figure the gate judges.</p>",
+             f"{history.runs['series'].nunique()} machine(s), {first} to {last}; {len(history.accepted)} "
+             "acceptance(s). A level is the median of a run's round medians, the figure the gate judges.</p>",
              "".join(gate_line(g, history.runs) for g in history.gates),
              "<h3>Moved in the newest run</h3>", moved_html(history),
-             "<h3>Open steps</h3><p class='muted'>Each series' latest change of level that held for "
-             f"{timeline.stats.MIN_RUNS} runs or more (reports/stats.py), largest slowdown first.</p>",
-             steps_html(history), runs_html(history),
+             "<h3>Steps</h3><p class='muted'>Each series' latest change of level that held for "
+             f"{judge.PERSIST} nights or more (reports/judge.py, the gate's own judgement), largest slowdown first; "
+             "a slower one is open until it is fixed or accepted.</p>",
+             steps_html(history), "<h3>Accepted levels</h3>", accepted_html(history), runs_html(history),
              "<h2>History per suite</h2><p class='muted'>One picture per case; cases with news first "
              "(framed). The scale is robust: a spike is drawn at the edge as a triangle.</p>",
              image(key, "key") if key else ""]
@@ -308,9 +308,9 @@ def section_html(history: History, pictures: dict[str, Path], key: Path | None) 
     return "".join(parts)
 
 
-def section(frame: pd.DataFrame, good: pd.DataFrame | None, outdir: Path, baseline: str | None = None) -> str:
+def section(frame: pd.DataFrame, accepted: list[acceptances.Record], outdir: Path, baseline: str | None = None) -> str:
     """The history section of the page, its pictures written under outdir."""
-    history = build(frame, good, baseline)
+    history = build(frame, accepted, baseline)
     pictures = draw(history, outdir)
     drawn = [f.panel for figures in history.figures.values() for f in figures]
     return section_html(history, pictures, levels.write_key(drawn, outdir / "key.png") if drawn else None)

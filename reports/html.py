@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import change, device_peaks, hardware, history_html, levers, marks, plot
+from reports import acceptances, change, device_peaks, hardware, history_html, levers, marks, plot
 from reports.format.load import load, output_dir, runs, warn
 from reports.format.outputs import refuse_inputs, write_text
 from reports.plots import effects
@@ -209,13 +209,14 @@ def plots_html(images: list[tuple[str | None, list[Path]]], failures: list[str])
     return shown + "".join(f"<p><b>Plot failed</b>: {esc(line)}</p>" for line in failures)
 
 
-def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None, good: pd.DataFrame | None = None) -> str:
+def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None,
+         accepted: list[acceptances.Record] | None = None) -> str:
     """The whole report as one HTML string; its plots are written under outdir and embedded. Over a history
     (reports/history_html.py) the history section comes first and the other sections show each machine's newest
     run."""
     history, runs = "", frame["file"].nunique()
     if history_html.applies(frame):
-        history = history_html.section(frame, good, outdir / "history", baseline)
+        history = history_html.section(frame, accepted or [], outdir / "history", baseline)
         frame = history_html.snapshot(frame)
         history += (f"<h2>Newest run of each machine</h2><p class='muted'>The sections below show the newest run of "
                     f"each machine ({frame['file'].nunique()} of the {runs} runs above).</p>")
@@ -230,15 +231,15 @@ def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None, good: p
             f"<style>{STYLE}{history_html.STYLE if history else ''}</style></head><body>{body}</body></html>")
 
 
-def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None, good: pd.DataFrame | None = None) -> Path:
-    return write_text(output_dir(outdir) / "index.html", page(frame, outdir, baseline, good))
+def write(frame: pd.DataFrame, outdir: Path, baseline: str | None = None,
+          accepted: list[acceptances.Record] | None = None) -> Path:
+    return write_text(output_dir(outdir) / "index.html", page(frame, outdir, baseline, accepted))
 
 
 def run(args: argparse.Namespace) -> int:
-    refuse_inputs("-o", [args.out, Path(args.out) / "index.html"], [*args.results, *(args.good or [])])
+    refuse_inputs("-o", [args.out, Path(args.out) / "index.html"], args.results)
     output_dir(args.out)
-    good = history_html.good_frame(args.good)
-    print(write(load(args.results, samples=False), Path(args.out), args.baseline, good))
+    print(write(load(args.results, samples=False), Path(args.out), args.baseline, acceptances.of_paths(args.results)))
     return 0
 
 
@@ -248,7 +249,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--out", default="report", help="output directory (default: report)")
     parser.add_argument("--baseline", help="device the side-by-side speed-ups (and a history's pictures across "
                         "machines) are measured against")
-    parser.add_argument("--good", nargs="+", metavar="DIR", help="the good runs the nightly gate judges by "
-                        "(the workflow's $BENCH_HISTORY/good): a history page judges each machine's newest run "
-                        "against its last good runs")
     parser.set_defaults(func=run)

@@ -212,11 +212,15 @@ def fitted(table: pd.DataFrame, rows: pd.DataFrame, fmt: str, width: int | None,
     return f"{head}\n\n{text}" if head else text
 
 
+MAX_EFFECT_PCT = 1000.0  # a minimum effect beyond 11x lets any regression a benchmark can show pass
+
+
 def percent(text: str) -> float:
-    """An option's minimum effect: a finite percentage >= 0 (`nan` would make every comparison false: a pass)."""
+    """An option's minimum effect: a percentage from 0 to MAX_EFFECT_PCT (`nan` would make every comparison false,
+    a pass; `1e308` would too, and is no more a threshold than `inf`)."""
     value = _number(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite percentage >= 0")
+    if not (math.isfinite(value) and 0 <= value <= MAX_EFFECT_PCT):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to {MAX_EFFECT_PCT:g}")
     return value
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from reports import timeline
+from reports import nights
 from reports.format.load import load
 from tests.resultfiles import DATA, dated, only, read, scale_entry, write
 
@@ -100,5 +100,5 @@ def steady_case(paths: list[Path], group: str) -> str:
     machine most cases move by 1.5x to 2x from run to run, and a 1.25x step can only be seen in a steady one."""
     frame = load(paths, samples=False)
     frame = frame[(frame["group"] == group) & (frame["median_s"] > 0)].copy()
-    spread = frame.assign(level=timeline.levels(frame)).groupby("case")["level"].agg(lambda s: s.max() / s.min())
+    spread = frame.assign(level=nights.levels(frame)).groupby("case")["level"].agg(lambda s: s.max() / s.min())
     return str(spread[frame.groupby("case")["file"].nunique() == len(paths)].idxmin())

@@ -1,13 +1,14 @@
-"""reports.history and reports.stats: steps in nightly history built from two real runs, and on known series."""
+"""reports.history: steps in nightly history built from two real runs (reports/judge.py is tested on known series in
+tests/test_judge.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from reports import judge
 from reports.__main__ import main
 from reports.format.load import load
-from reports.stats import MIN_RUNS, fitted, lasting, noise, partition, steps
 from reports.text import file_stem
 from reports.timeline import trends
 from tests.resultfiles import RUN_A, RUN_B, converged_case, dated, read, scaled, with_identity, write
@@ -61,34 +62,6 @@ def test_no_step_in_a_history_without_change(tmp_path):
     assert not any(t.steps for t in trends(load([tmp_path])))
 
 
-def test_partition_recovers_known_levels():
-    y = np.r_[np.zeros(10), np.ones(10), np.zeros(5) + 0.3]
-    assert partition(y, penalty=0.1) == [0, 10, 20]
-    assert partition(y, penalty=1000.0) == [0]
-
-
-def test_steps_on_simulated_noise():
-    rng = np.random.default_rng(0)
-    flat = np.exp(rng.normal(0, 0.02, 60))
-    assert steps(flat) == []
-    jump = np.r_[np.ones(40), np.full(20, 1.2)] * flat
-    (step,) = steps(jump)
-    assert step.at == 40 and step.ratio == pytest.approx(1.2, rel=0.05)
-    assert fitted(jump, [step])[45] == pytest.approx(step.after)
-
-
-def test_small_steps_are_merged_below_min_effect():
-    y = np.r_[np.ones(10), np.full(10, 1.03)]
-    assert steps(y, min_effect=0.05) == []
-    assert len(steps(y, min_effect=0.01)) == 1
-
-
-def test_noise_estimate_ignores_one_step():
-    rng = np.random.default_rng(1)
-    y = rng.normal(0, 0.02, 400) + np.r_[np.zeros(200), np.full(200, 0.5)]
-    assert noise(y) == pytest.approx(0.02, rel=0.15)
-
-
 def test_history_of_a_directory_with_no_results(tmp_path, capsys):
     assert main(["history", str(tmp_path)]) == 2
     assert "holds no .json" in capsys.readouterr().err
@@ -99,10 +72,10 @@ def test_two_boxes_of_one_gpu_model_are_two_series_and_a_torch_upgrade_is_named_
     a, b = read(RUN_A), read(RUN_B)
     case = converged_case(a)
     for box in ("GPU-1111", "GPU-2222"):
-        for i in range(6):
-            data = with_identity(a if i % 2 == 0 else b, machine=box, torch="2.5.1" if i < 3 else "2.6.0")
+        for i in range(9):
+            data = with_identity(a if i % 2 == 0 else b, machine=box, torch="2.5.1" if i < 6 else "2.6.0")
             data["machine_info"]["gpu"] = {"name": "NVIDIA H100 80GB HBM3"}
-            if i >= 3 and box == "GPU-2222":
+            if i >= 6 and box == "GPU-2222":
                 data = scaled(data, case, 1.5)
             write(dated(data, f"2026-11-{i + 1:02d}T03:00:00+00:00", f"{i:08x}".ljust(40, "0")),
                   tmp_path / f"{box}_{i}.json")
@@ -110,7 +83,7 @@ def test_two_boxes_of_one_gpu_model_are_two_series_and_a_torch_upgrade_is_named_
     assert sorted(t.device for t in found) == ["NVIDIA H100 80GB HBM3 [GPU-1111]", "NVIDIA H100 80GB HBM3 [GPU-2222]"]
     stepped = [t for t in found if t.steps]
     assert [t.device for t in stepped] == ["NVIDIA H100 80GB HBM3 [GPU-2222]"]
-    assert stepped[0].steps[0].at == 3 and "(torch 2.5.1 -> 2.6.0)" in stepped[0].describe_steps()
+    assert stepped[0].steps[0].at == 6 and "(torch 2.5.1 -> 2.6.0)" in stepped[0].describe_steps()
 
 
 def test_cases_whose_ids_differ_only_in_separators_get_their_own_plot_files():
@@ -143,7 +116,8 @@ def test_two_runs_name_no_step_and_say_why(capsys):
     assert main(["history", str(RUN_A), str(RUN_B)]) == 0
     out = capsys.readouterr().out
     assert "0 with a step" in out
-    assert f"a step needs {MIN_RUNS} runs on each side, and the longest history here has 2 runs" in out
+    assert (f"a step needs {judge.SETTLED} runs before it and {judge.PERSIST} after, and the longest history here "
+            "has 2 runs") in out
 
 
 def quiet_history(folder, factors: dict[int, float], runs: int = 60, seed: int = 0) -> str:
@@ -167,27 +141,9 @@ def test_a_one_night_spike_in_60_quiet_runs_is_no_step(tmp_path):
 
 def test_a_change_is_a_step_once_it_has_lasted_min_runs(tmp_path):
     """The same change seen on its second night is not yet a step; on its third it is, named at its first run."""
-    for nights in (MIN_RUNS - 1, MIN_RUNS):
+    for nights in (judge.PERSIST - 1, judge.PERSIST):
         folder = tmp_path / str(nights)
         folder.mkdir()
         quiet_history(folder, {i: 1.2 for i in range(60 - nights, 60)})
         (trend,) = trends(load([folder]))
-        assert [s.at for s in trend.steps] == ([] if nights < MIN_RUNS else [60 - nights]), nights
-
-
-def test_steps_keep_min_runs_on_each_side_on_simulated_noise():
-    rng = np.random.default_rng(3)
-    flat = np.exp(rng.normal(0, 0.02, 60))
-    for at, named in ((58, []), (57, [57]), (3, [3]), (2, [])):
-        series = flat * np.r_[np.ones(at), np.full(60 - at, 1.2)]
-        assert [s.at for s in steps(series)] == named, at
-    two_nights = flat * np.r_[np.ones(30), [2.0, 2.0], np.ones(28)]
-    assert steps(two_nights) == []
-    assert steps(flat[:2 * MIN_RUNS - 1] * np.r_[np.ones(2), np.full(2 * MIN_RUNS - 3, 2.0)]) == []
-
-
-def test_a_short_segment_joins_the_neighbour_closer_to_its_level():
-    medians = np.r_[np.ones(10), [1.5], np.full(10, 2.0)]
-    assert lasting(medians, [0, 10, 11], MIN_RUNS) == [0, 10]  # 1.5 is closer to 2.0 (after it) than to 1.0
-    assert lasting(medians, [0, 10, 11], 1) == [0, 10, 11]
-    assert lasting(np.r_[[3.0], np.ones(10)], [0, 1], MIN_RUNS) == [0]
+        assert [s.at for s in trend.steps] == ([] if nights < judge.PERSIST else [60 - nights]), nights

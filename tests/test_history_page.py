@@ -4,9 +4,8 @@ The history is made from real quick runs of this machine (tests/histories.py): 1
 cycling through three real main-job runs, one steady matmul case 1.25x slower from night 9 on (and a numerics
 case 1.6x), one conv case 3x slower on night 5 only (a spike), night 6 a real killed run's journal, night 11 a
 real run stopped by SIGTERM after 45 of its 207 cases; six nights of the 1-thread CPU (three real runs, another
-compute device) from night 8; one real run of a third machine (two ranks) on the last night. The good runs are
-kept as the nightly workflow keeps them: copies under good/<machine>/ with names of their own, for the nights
-whose gate would have passed.
+compute device) from night 8; one real run of a third machine (two ranks) on the last night. Each machine's newest
+night is judged as the nightly gate judges it (compare over the history, reports/judge.py).
 """
 
 from __future__ import annotations
@@ -19,10 +18,11 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from reports import timeline
+from reports import acceptances, timeline
 from reports.__main__ import main
 from reports.format.load import load
-from reports.history_html import NEWS_ORDER, anchor, build, gate_line, good_frame
+from reports.history_html import NEWS_ORDER, anchor, build
+from reports.nights import levels as run_levels
 from reports.noise import level
 from reports.plots import levels
 from reports.text import file_stem
@@ -30,7 +30,6 @@ from tests.histories import KILLED_JOURNAL, QUICK, STOPPED, Nights, night, real_
 from tests.resultfiles import DATA, ROUNDS_A, ROUNDS_B, only, read, write
 
 NIGHTS, STEP_NIGHT, SPIKE_NIGHT, KILLED_NIGHT, STOPPED_NIGHT = 14, 9, 5, 6, 11
-GOOD_NIGHTS = [0, 1, 2, 3, 4, 7, 8]  # the nights the gate passed: not the spike, a cut one, or the step's
 STEP = steady_case(real_runs(), "matmul")  # 1.02x across the three real runs
 SPIKE = steady_case(real_runs(), "conv")  # 1.15x
 SECOND_STEP = steady_case(real_runs(), "numerics")  # 1.01x: 1.6x slower from STEP_NIGHT on, a larger step
@@ -45,7 +44,7 @@ def two_threads(history: dict) -> str:
 
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory) -> dict:
-    """The history's folders: runs/ (every night of every machine) and good/<machine>/ (copies, renamed)."""
+    """The history's folder: runs/, every night of every machine."""
     root = tmp_path_factory.mktemp("history")
     runs = root / "runs"
     written = Nights(real_runs(), NIGHTS, steps={STEP: (STEP_NIGHT, 1.25), SECOND_STEP: (STEP_NIGHT, 1.6)},
@@ -55,20 +54,15 @@ def nights(tmp_path_factory) -> dict:
     third = read(TWO_RANKS)
     third["datetime"], third["commit_info"]["id"] = night(NIGHTS - 1).isoformat(), "c" * 40
     write(third, runs / f"c{NIGHTS - 1:03d}.json")
-    good = root / "good" / "AMD_EPYC_2_threads_"
-    good.mkdir(parents=True)
-    for i in GOOD_NIGHTS:
-        shutil.copy(written[i], good / f"{night(i):%Y%m%d_%H%M%S}_{i:010d}.json")
-    return {"root": root, "runs": runs, "good": root / "good", "files": written}
+    return {"root": root, "runs": runs, "files": written}
 
 
 @pytest.fixture(scope="module")
 def page(nights, tmp_path_factory) -> dict:
     """The page over the history, as the command writes it (tens of seconds), and the data it drew."""
     out = tmp_path_factory.mktemp("page")
-    assert main(["html", str(nights["runs"]), "--good", str(nights["good"]), "-o", str(out)]) == 0
-    frame, good = load([nights["runs"]], samples=False), good_frame([str(nights["good"])])
-    history = build(frame, good)
+    assert main(["html", str(nights["runs"]), "-o", str(out)]) == 0
+    history = build(load([nights["runs"]], samples=False), [])
     return {"html": (out / "index.html").read_text(), "history": history, "trends": history.trends,
             "out": out}
 
@@ -110,12 +104,14 @@ def test_the_page_names_the_injected_step_and_the_run_where_it_started(page, nig
     assert list(ratios).index(SECOND_STEP) < list(ratios).index(STEP)  # numerics' 1.6x before matmul's 1.25x
 
 
-def test_the_newest_run_is_judged_against_the_last_good_runs_as_the_gate_does(page, nights):
+def test_the_newest_run_is_judged_as_the_gate_judges_it(page, nights):
+    """The newest night against the machine's complete nights before it, by compare itself; the picture rings the
+    nights whose levels are the case's reference (before its open step) and draws that level."""
     history = page["history"]
     gate = next(g for g in history.gates if g.device == "AMD EPYC (2 threads)")
-    assert [Path(f).name for f in gate.reference] == [f"{night(i):%Y%m%d_%H%M%S}_{i:010d}.json"
-                                                     for i in GOOD_NIGHTS[-5:]]
-    assert "good runs" in gate.basis
+    complete = [i for i in range(NIGHTS - 1) if i not in (KILLED_NIGHT, STOPPED_NIGHT)]
+    assert [Path(f).name for f in gate.reference] == [nights["files"][i].name for i in complete]
+    assert "as the nightly gate judges them" in gate.basis
     moved = {v.case: v for g, v in history.moved if g is gate}
     # the last night is the real run quick_2, whose STEP case ran contended: the gate cannot judge it (re-run)
     assert moved[STEP].ratio == pytest.approx(1.25, rel=0.08) and moved[STEP].looks == "slower"
@@ -123,17 +119,16 @@ def test_the_newest_run_is_judged_against_the_last_good_runs_as_the_gate_does(pa
     assert moved[STEP] is gate.verdicts[STEP]  # the gate's own verdict (reports/compare.py), not a second rule
     worst_first(history.moved)
     table = history.runs.set_index(history.runs["file"].map(lambda f: Path(f).name))
-    good = {nights["files"][i].name for i in GOOD_NIGHTS}
-    assert set(table.index[table["good"]]) == good
-    reference = {nights["files"][i].name for i in GOOD_NIGHTS[-5:]}
-    assert set(table.index[table["reference"]]) == reference
+    table = table[table["machine_id"] == gate.machine]
+    assert set(table.index[table["reference"]]) == {nights["files"][i].name for i in complete}
     panel = figure_of(page, STEP).panel
     trend = trend_of(page, STEP)
-    assert set(trend.runs["file"][panel.reference].map(lambda f: Path(f).name)) == reference
+    ringed = trend.runs["file"][panel.reference].map(lambda f: Path(f).name)
+    assert ringed.tolist() and all(name < nights["files"][STEP_NIGHT].name for name in ringed)  # before the step
     assert panel.verdict == "not judged"
     _, scale = levels.time_unit(float(np.median(trend.levels)))
     assert panel.reference_level * scale == pytest.approx(float(np.median(trend.levels[panel.reference])))
-    moved_table = summary(page["html"]).split("Moved in the newest run")[1].split("Open steps")[0]
+    moved_table = summary(page["html"]).split("Moved in the newest run")[1].split("<h3>Steps")[0]
     assert f"#{anchor('AMD EPYC (2 threads)', STEP)}" in moved_table and "candidate host contention" in moved_table
 
 
@@ -146,12 +141,8 @@ def worst_first(moved: list) -> None:
         assert sizes == sorted(sizes, reverse=True)
 
 
-def test_without_good_runs_the_reference_is_the_last_complete_runs(nights):
-    history = build(load([nights["runs"]], samples=False), None)
-    gate = next(g for g in history.gates if g.device == "AMD EPYC (2 threads)")
-    complete = [i for i in range(NIGHTS - 1) if i not in (KILLED_NIGHT, STOPPED_NIGHT)]
-    assert [Path(f).name for f in gate.reference] == [nights["files"][i].name for i in complete[-5:]]
-    assert "no good runs given" in gate.basis and not history.runs["good"].any()
+def test_both_machines_newest_runs_are_judged_in_one_list(page):
+    history = page["history"]
     assert len({g.device for g, _ in history.moved}) == 2  # both machines' newest runs judged: one list
     worst_first(history.moved)
 
@@ -230,9 +221,10 @@ def test_machines_are_kept_apart_and_drawn_together_normalised(page, nights):
     panel = across[STEP].panel
     assert [line.label for line in panel.lines] == ["AMD EPYC (2 threads)", "AMD EPYC (1 thread)"]
     two = trend_of(page, STEP)
-    assert panel.lines[0].y[-1] * two.steps[-1].after == pytest.approx(two.levels[-1])
-    assert np.median(panel.lines[1].y) == pytest.approx(np.median(one.levels) / two.steps[-1].after)
-    again = build(load([nights["runs"]], samples=False), None, baseline="AMD EPYC (1 thread)")
+    current = timeline.fitted(two.levels, two.steps)[-1]  # the reference machine's current level
+    assert panel.lines[0].y[-1] * current == pytest.approx(two.levels[-1])
+    assert np.median(panel.lines[1].y) == pytest.approx(np.median(one.levels) / current)
+    again = build(load([nights["runs"]], samples=False), [], baseline="AMD EPYC (1 thread)")
     assert again.reference_machine == "AMD EPYC (1 thread)"
     panel = {f.caption: f for figs in again.across.values() for f in figs}[STEP].panel
     assert panel.lines[0].label == "AMD EPYC (1 thread)"
@@ -266,24 +258,27 @@ def test_every_summary_link_reaches_its_picture(page):
     assert set(parser.hrefs) <= parser.ids
 
 
-def test_a_good_copy_given_beside_its_original_is_one_run(nights):
-    """The whole history folder given (runs/ and good/): each good night is drawn once, not twice."""
-    history = build(load([nights["root"]], samples=False), None)
+def test_a_copy_given_beside_its_original_is_one_run_and_an_acceptance_is_listed(nights, tmp_path):
+    """The history folder given with a copy of three nights under another name (a backup beside the runs): each
+    night is drawn once, not twice. An acceptance kept beside the runs closes the step it names, and the page lists
+    it with its reason."""
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    for i in (0, 1, 2):
+        shutil.copy(nights["files"][i], copies / f"backup_{i}.json")
+    history = build(load([nights["runs"], copies], samples=False), [])
     assert len(history.runs) == len(list(nights["runs"].iterdir()))
     assert len(trend_of({"trends": history.trends}, STEP).runs) == NIGHTS - 2  # the cut nights have no matmul
-
-
-def test_good_runs_that_are_not_there_yet_and_a_good_folder_that_is_not(nights, tmp_path, capsys):
-    """An empty good folder (the first nights): the newest runs are not judged, and the page says why (the lines
-    the page writes, from the data, without drawing the page again)."""
-    empty = tmp_path / "good"
-    empty.mkdir()
-    history = build(load([nights["runs"]], samples=False), good_frame([str(empty)]))
-    lines = [gate_line(gate, history.runs) for gate in history.gates]
-    assert lines and all("not judged, no good run of this machine before it" in line for line in lines)
-    assert main(["html", str(nights["runs"]), "--good", str(tmp_path / "nowhere"), "-o", str(tmp_path / "b")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nowhere: no such file or directory" in err and "Traceback" not in err
+    runs = tmp_path / "runs"
+    shutil.copytree(nights["runs"], runs)
+    step_night = runs / nights["files"][STEP_NIGHT + 1].name
+    assert main(["accept", str(step_night), "--history", str(runs), "--reason", "exact softmax, slower",
+                 "--case", STEP]) == 0
+    history = build(load([runs], samples=False), acceptances.of_paths([runs]))
+    (accepted,) = history.accepted
+    assert accepted.cases == (STEP,) and accepted.reason == "exact softmax, slower"
+    step = trend_of({"trends": history.trends}, STEP).steps[-1]
+    assert step.accepted == "exact softmax, slower"
 
 
 def test_few_runs_keep_the_page_as_it_was(tmp_path):
@@ -308,16 +303,17 @@ def test_history_o_draws_the_same_pictures_and_names_a_single_run_group(nights, 
     assert len(panel.beyond) == 2  # the same robust scale as the page's: the spike and the killed night
     labels = [h.get_label() for h in levels.key([panel], own=True)]
     assert labels[1].startswith("fitted level +- 2 sigma (sigma ") and "run beyond the axis (a spike)" in labels
-    assert "run cut short (incomplete)" in labels and not any("gate" in label for label in labels)  # no gate here
+    assert "run cut short (incomplete)" in labels
+    assert "runs whose level is the reference now, and that level" in labels  # the page's very pictures
 
 
 def test_the_newest_runs_never_leave_the_axis(nights, tmp_path):
-    """A change on the last night is not yet a step (it needs MIN_RUNS nights) and no spike either: it is the
+    """A change on the last night is not yet a step (it needs judge.PERSIST nights) and no spike either: it is the
     morning's news, drawn inside the axis and first among its suite's levels. (The gate cannot judge it: the case
     ran contended, as on most nights of this loaded machine, and its timer includes the host.)"""
     runs = tmp_path / "runs"
     Nights(real_runs(), 10, steps={STEP: (9, 3.0)}).write(runs)
-    history = build(load([runs], samples=False), None)
+    history = build(load([runs], samples=False), [])
     panel = figure_of({"history": history}, STEP).panel
     assert not panel.beyond and panel.limits[1] > panel.lines[0].y[-1]
     assert panel.verdict == "not judged" and not trend_of({"trends": history.trends}, STEP).steps
@@ -351,7 +347,7 @@ def test_a_runs_level_is_the_median_of_its_round_medians_as_the_gate_reads_it(tm
         rows = frame[frame["case"] == trend.case].sort_values("datetime")
         assert list(trend.levels) == [level(row) for _, row in rows.iterrows()]
     rows = frame[frame["round_medians_s"].notna()]
-    assert (timeline.levels(rows) != rows["median_s"]).any()
+    assert (run_levels(rows) != rows["median_s"]).any()
 
 
 def test_runs_without_a_readable_date_make_the_page_by_run_number(tmp_path, capsys):
@@ -364,7 +360,7 @@ def test_runs_without_a_readable_date_make_the_page_by_run_number(tmp_path, caps
     assert main(["html", str(tmp_path / "runs"), "-o", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "index.html").read_text()
     assert "History: what moved" in html and "<td>no date</td>" in html
-    history = build(load([tmp_path / "runs"], samples=False), None)
+    history = build(load([tmp_path / "runs"], samples=False), [])
     panel = next(iter(history.figures.values()))[0].panel
     assert list(panel.lines[0].x) == [0.0, 1.0, 2.0]
 
@@ -377,7 +373,7 @@ def test_another_projects_files_without_groups_have_their_history_drawn(tmp_path
             data = read(DATA / name)
             data["datetime"] = f"2026-01-0{i + 1}T03:00:00"
             write(data, tmp_path / "runs" / f"{name}_{i}.json")
-    history = build(load([tmp_path / "runs"], samples=False), None)
+    history = build(load([tmp_path / "runs"], samples=False), [])
     no_group = [h for h in history.figures if h.startswith("(no group) on ")]
     assert no_group and all(len(f.panel.lines[0].x) == 3 for h in no_group for f in history.figures[h])
     assert sum(map(len, history.figures.values())) == len(history.trends)  # every case has its picture

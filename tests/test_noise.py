@@ -1,4 +1,5 @@
-"""reports.noise: a case's run-to-run noise from rounds and from a history, on rows of real runs with rounds."""
+"""reports.noise: a case's run-to-run noise between a candidate and one or two baseline runs, from rounds and from all
+the cases of the runs pooled, on rows of real runs with rounds."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import pytest
 
 from reports.format.load import load
 from reports.noise import (
-    MIN_HISTORY,
+    MIN_POOLED_CASES,
     WHOLE_RUN_FLOOR_PCT,
-    between_runs,
     estimate,
-    has_between_run_data,
     level,
+    pooled,
     round_medians,
     within_runs,
 )
@@ -30,12 +30,10 @@ def test_round_medians_and_level_of_a_run_with_rounds():
         assert level(row) == pytest.approx(float(np.median(row["round_medians_s"])))
 
 
-def test_a_run_without_rounds_has_one_value_and_no_between_run_data():
+def test_a_run_without_rounds_has_one_value():
     row = rows(RUN_A)[0]
     assert list(round_medians(row)) == [row["median_s"]]
-    assert not has_between_run_data([row], row)
-    assert has_between_run_data([row] * MIN_HISTORY, row)
-    assert has_between_run_data([row], rows(ROUNDS_A)[0])
+    assert level(row) == row["median_s"]
 
 
 def test_within_runs_pools_the_log_spread_of_every_run():
@@ -46,12 +44,35 @@ def test_within_runs_pools_the_log_spread_of_every_run():
     assert within_runs([rows(RUN_A)[0]]) == (0.0, 0)
 
 
-def test_between_runs_needs_a_history():
-    history = rows(ROUNDS_A)[:1] + rows(ROUNDS_B)[:1]
-    assert between_runs(history) == (0.0, 0)
-    history.append(rows(ROUNDS_A)[0])
-    sigma, dof = between_runs(history)
-    assert dof == 2 and sigma == pytest.approx(np.std(np.log([level(r) for r in history]), ddof=1))
+def real_ratios() -> np.ndarray:
+    """The log ratios of levels of every case the two real quick runs with rounds share."""
+    a = {r["case"]: level(r) for r in rows(ROUNDS_A)}
+    b = {r["case"]: level(r) for r in rows(ROUNDS_B)}
+    return np.array([np.log(b[c] / a[c]) for c in a if c in b])
+
+
+def test_pooled_is_the_median_ratio_and_the_robust_spread_about_it_of_one_run():
+    ratios = real_ratios()
+    found = pooled(ratios)
+    assert found.cases == len(ratios) >= MIN_POOLED_CASES
+    assert found.shift == pytest.approx(float(np.median(ratios)))
+    spread = 1.4826 * np.median(np.abs(ratios - np.median(ratios)))
+    assert found.sigma == pytest.approx(spread / np.sqrt(2))  # a ratio is the difference of two runs' levels
+    assert pooled(ratios[:MIN_POOLED_CASES - 1]) is None  # the median of a few cases is one of them
+    assert pooled(np.array([np.nan] * 20)) is None
+
+
+def test_a_pooled_estimate_takes_the_shift_out_and_never_judges_below_the_cases_spread():
+    a, b = rows(ROUNDS_A)[0], rows(ROUNDS_B)[0]
+    pool = pooled(real_ratios())
+    found = estimate([a], b, noise_floor_pct=0.0, pool=pool)
+    assert found.ratio == pytest.approx(level(b) / level(a) / np.exp(pool.shift))
+    assert found.noise_pct >= np.expm1(pool.sigma) * 100 - 1e-9 and f"{pool.cases} cases pooled" in found.basis
+    # where the cases were pooled, the assumed whole-run floor gives way to what they measured
+    quiet = a.copy()
+    quiet["round_medians_s"] = [a["median_s"]] * 3
+    calm = pooled(np.full(20, 0.0) + np.linspace(-0.001, 0.001, 20))
+    assert estimate([quiet], quiet, noise_floor_pct=0.5, pool=calm).noise_pct == pytest.approx(0.5)
 
 
 def test_estimate_uses_the_largest_noise_and_the_floor_when_runs_agree():
@@ -68,12 +89,3 @@ def test_estimate_uses_the_largest_noise_and_the_floor_when_runs_agree():
     assert floor.ci_high == pytest.approx(np.exp(1.96 * np.log1p(0.04) * np.sqrt(2)), rel=1e-3)
     # one baseline run cannot see what holds a whole run: it never assumes less than the whole-run floor
     assert estimate([quiet], quiet, noise_floor_pct=0.5).noise_pct == pytest.approx(WHOLE_RUN_FLOOR_PCT)
-
-
-def test_with_a_history_the_run_levels_spread_and_the_rounds_mean_noise_judge():
-    a, b = rows(ROUNDS_A), rows(ROUNDS_B)
-    history, cand = [a[0], b[0], a[1]], b[1]
-    found = estimate(history, cand, noise_floor_pct=0.0)
-    within = within_runs([*history, cand])[0] / np.sqrt(3)
-    assert found.noise_pct == pytest.approx(np.expm1(max(between_runs(history)[0], within)) * 100)
-    assert "3 baseline runs" in found.basis

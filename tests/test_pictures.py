@@ -136,11 +136,12 @@ def shown_tick_labels(figure: Figure) -> list[str]:
 
 
 def _history_dir(folder: Path) -> Path:
-    """Ten dated copies of the two real runs, one case 30 % slower from the sixth: `history` finds a step."""
+    """Twelve dated copies of the two real runs, one case 30 % slower from the seventh: `history` finds a step
+    (the level before it rests on six nights, reports/judge.py SETTLED)."""
     a, b = read(RUN_A), read(RUN_B)
     case = converged_case(a)
-    for i in range(10):
-        data = scaled(a if i % 2 == 0 else b, case, 1.3) if i >= 5 else (a if i % 2 == 0 else b)
+    for i in range(12):
+        data = scaled(a if i % 2 == 0 else b, case, 1.3) if i >= 6 else (a if i % 2 == 0 else b)
         write(dated(data, f"2026-11-{i + 1:02d}T03:00:00+00:00", f"{i:040x}"), folder / f"run_{i:02d}.json")
     return folder
 

@@ -34,7 +34,8 @@ SCHEMA = json.loads((ROOT / "docs" / "schema" / "results.schema.json").read_text
 COMPARE_SCHEMA = json.loads((ROOT / "docs" / "schema" / "compare.schema.json").read_text())
 JSON_FILES = sorted(DATA.rglob("*.json"))
 RESULTS = [p for p in JSON_FILES if '"benchmarks"' in p.read_text()]  # not the sampler tool's figures
-OURS = [p for p in RESULTS if not p.name.startswith("pb")]  # pb*: other projects' files, none of our fields
+# pb* and series/: other projects' files, none of our fields
+OURS = [p for p in RESULTS if not p.name.startswith("pb") and "series" not in p.relative_to(DATA).parts]
 NODE = shutil.which("node")
 
 

@@ -75,7 +75,7 @@ def sources(paths: list[str | Path]) -> list[tuple[Path, bool]]:
         if path.is_dir():
             if not os.access(path, os.R_OK | os.X_OK):
                 raise InputError(f"{path}: cannot read directory (permission denied)")
-            found = sorted([*path.rglob("*.json"), *path.rglob(f"*.json{JOURNAL_SUFFIX}")])
+            found = sorted(results_below(path))
             if not found:
                 raise InputError(f"{path}: directory holds no .json result files")
             files.extend((f, False) for f in found)
@@ -84,6 +84,21 @@ def sources(paths: list[str | Path]) -> list[tuple[Path, bool]]:
         else:
             raise InputError(f"{path}: no such file or directory")
     return files
+
+
+def results_below(folder: Path) -> list[Path]:
+    """Every *.json and journal below a folder, symlinked folders followed (Path.rglob before Python 3.13 does not
+    enter them: a machine's folder linked into the history vanished from the page), each folder once."""
+    found, seen = [], set()
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # a link back up the tree, or two links to one folder
+            dirs.clear()
+            continue
+        seen.add(real)
+        # a folder named like a results file is found too, so that reading it fails with a warning naming it
+        found += [Path(root) / f for f in [*files, *dirs] if f.endswith((".json", f".json{JOURNAL_SUFFIX}"))]
+    return found
 
 
 def expand(paths: list[str | Path]) -> list[Path]:
@@ -383,6 +398,8 @@ def _add_stats(row: dict, entry: dict, timing: list[str], where: str) -> None:
         invalid = timing[0] if timing else "stats.median is absent" if "stats" in entry else "no stats"
     elif timing:  # a round median that is no time: the case's run-to-run noise cannot be told
         invalid = timing[0]
+    else:
+        invalid = validate.outside_rounds(columns["median_s"], row.get("round_medians_s"))
     row.update(columns)
     if invalid:
         warn(f"{where}: {invalid}; listed as invalid")

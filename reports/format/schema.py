@@ -9,5 +9,5 @@ higher version is refused by the reader (reports/format/load.py): what it rename
 """
 
 RESULTS_SCHEMA_VERSION = 1
-COMPARE_SCHEMA_VERSION = 1
+COMPARE_SCHEMA_VERSION = 2
 JOURNAL_VERSION = 2

@@ -275,6 +275,20 @@ def checked(node: Node, value: Any, path: str, bad: list[str]) -> Any:
     return result
 
 
+def outside_rounds(median: float, rounds: object) -> str | None:
+    """Why a median over every round's samples cannot be right beside its rounds' medians, or None: the median of
+    the rounds' samples pooled lies between the smallest and the largest round median, whatever the rounds' sizes
+    (each round has half its samples on either side of its own median). A file whose `stats` say 2x slower than
+    its `round_medians_s` would read 2x slower in `table` and the same in `compare`."""
+    if not isinstance(rounds, list) or not rounds or not all(isinstance(r, int | float) for r in rounds):
+        return None
+    low, high = min(rounds), max(rounds)
+    if low / (1 + SLACK) <= median <= high * (1 + SLACK):
+        return None
+    return (f"stats.median {median:.6g} s lies outside its round medians [{low:.6g}, {high:.6g}] s: the figures "
+            "contradict each other")
+
+
 def contradiction(stats: dict[str, float]) -> str | None:
     """Why an entry's statistics (as frame columns) cannot all be right, or None when they agree."""
     for low, high in ORDER:

@@ -4,16 +4,16 @@
 Every picture is drawn from a `Panel`, worked out from the data before anything is drawn, so a test reads what the
 picture shows. A panel holds, per run: its level (the figure the gate judges, reports/timeline.py); whether it was
 disturbed (reports/marks.py: drawn hollow, as in every picture of the project), cut short (an incomplete run or a
-killed night's journal: an orange x) or one of the runs the gate's last verdict used as its reference (ringed
-green, their level a green line); and, per series, the fitted levels of the step detection with the band of the
-run-to-run noise around them (+-2 sigma: sigma is the noise the gate judged the case by, from the good runs and
-the rounds, where it judged it, else the series' own robust estimate, reports/stats.py), each step as a red
-dashed line with its size and the commit where it started, and the last run in the colour of its verdict.
+killed night's journal: an orange x) or one of the runs whose levels are the case's reference now, what the gate
+compares its newest run with (reports/judge.py: ringed green, their level a green line); and, per series, the
+fitted levels between the steps with the band of the run-to-run noise around them (+-2 sigma: sigma is the noise
+the gate judged the case by, where it judged it, else the noise the judgement read off the series), each step as a
+red dashed line with its size and the commit where it started, and the last run in the colour of its verdict.
 
 The scale is robust: the axis holds the fitted levels, the band and every run within `REACH_SIGMAS` sigma (at
 least `MIN_REACH`) of its fitted level. A run beyond, a one-night spike, is drawn at the edge it lies beyond as a
 triangle, and the panel says how far out the farthest one is; so one spike does not flatten a year of history.
-The newest `stats.MIN_RUNS - 1` runs always lie inside: a change too new to be a step is the news of the morning,
+The newest `judge.PERSIST - 1` runs always lie inside: a change too new to be a step is the news of the morning,
 not an outlier. An axis that still spans more than `LOG_SPAN` (a loaded machine's nights can lie 30x apart) is
 logarithmic, so the faster runs do not lie flat on zero.
 
@@ -46,10 +46,10 @@ from PIL import Image
 
 from reports import marks
 from reports.format.outputs import save_figure, write_with
+from reports.judge import PERSIST
 from reports.plots.style import TITLE_WIDTH, text
-from reports.stats import MIN_RUNS, fitted
 from reports.text import format_time
-from reports.timeline import Trend, short_commit
+from reports.timeline import Trend, fitted, short_commit
 from reports.verdicts import Verdict
 
 REACH_SIGMAS = 6.0
@@ -137,8 +137,8 @@ def wide(limits: tuple[float, float]) -> bool:
 
 
 def newest(count: int) -> np.ndarray:
-    """Which of `count` runs are among the newest MIN_RUNS - 1: always on the axis."""
-    return np.arange(count) >= count - (MIN_RUNS - 1)
+    """Which of `count` runs are among the newest PERSIST - 1: always on the axis."""
+    return np.arange(count) >= count - (PERSIST - 1)
 
 
 def sigma_of(trend: Trend, verdict: Verdict | None) -> tuple[float, str]:
@@ -156,9 +156,8 @@ def verdict_name(verdict: Verdict | None) -> str | None:
     return verdict.verdict if verdict.verdict in ("slower", "faster") else None
 
 
-def case_panel(trend: Trend, verdict: Verdict | None = None, reference: set[str] | frozenset = frozenset()) -> Panel:
-    """One case on one machine (module docstring); `verdict`: the gate's on its last run, `reference`: the files
-    of the runs the gate judged it against."""
+def case_panel(trend: Trend, verdict: Verdict | None = None) -> Panel:
+    """One case on one machine (module docstring); `verdict`: the gate's on its last run."""
     runs = trend.runs
     levels = trend.levels
     unit, scale = time_unit(float(np.median(levels)))
@@ -167,7 +166,7 @@ def case_panel(trend: Trend, verdict: Verdict | None = None, reference: set[str]
     low, high = fit * math.exp(-BAND_SIGMAS * sigma), fit * math.exp(BAND_SIGMAS * sigma)
     limits, beyond = robust_limits(levels, fit, trend.noise, newest(len(levels)), [fit])
     x = run_axis(runs)
-    used = runs["file"].isin(reference).to_numpy()
+    used = trend.reference if trend.reference is not None else np.zeros(len(runs), dtype=bool)
     edge = [(x[i], limits[1] if levels[i] > fit[i] else limits[0], levels[i] / fit[i]) for i in np.flatnonzero(beyond)]
     line = Line(trend.device, x, levels / scale, runs["marks"].map(bool).to_numpy(), runs["incomplete"].to_numpy())
     panel = Panel([line], f"{unit} per call", (limits[0] / scale, limits[1] / scale),
@@ -316,7 +315,7 @@ def key(panels: list[Panel], own: bool = False) -> list:
         entries.append(Line2D([], [], marker="x", ls="none", color=CUT, mew=1.4, label="run cut short (incomplete)"))
     if any(p.reference is not None and p.reference.any() for p in panels):
         entries.append(Line2D([], [], marker="o", mfc="none", mec=REFERENCE, color=REFERENCE, ms=6,
-                              label="runs the gate judged the last run against, and their level"))
+                              label="runs whose level is the reference now, and that level"))
     if any(p.steps for p in panels):
         entries.append(Line2D([], [], color=STEP, ls="--", label="step: its size and the commit where it started"))
     if any(p.beyond for p in panels):
