@@ -152,7 +152,7 @@ def results_section(frame: pd.DataFrame) -> str:
         parts.append(f"<h3>{esc(group)} on {esc(device)}</h3>")
         measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[:0]
         if not measured.empty:
-            table, same = constant_columns(with_run(group_table(measured), measured), keep=("time", "run"))
+            table, same = constant_columns(with_run(group_table(measured), measured))
             parts.append((f"<p class='muted'>{esc(same)}</p>" if same else "")
                          + f"<div class='scroll'>{marked_html(table)}</div>")
         skipped = not_measured(part)
