@@ -156,6 +156,7 @@ def levers_section(frame: pd.DataFrame) -> str:
 
 
 def timed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a time."""
     return frame[frame["median_s"].notna()] if "median_s" in frame else frame.iloc[:0]
 
 
@@ -164,10 +165,15 @@ def groups_of(frame: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
     return frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True)
 
 
+def times_said(frame: pd.DataFrame) -> set[str]:
+    """What the times of each group of the results are (reports/text.py, `times_are`), once each."""
+    return {times_are(rows) for _, rows in groups_of(timed(frame))}
+
+
 def times_html(frame: pd.DataFrame) -> str:
     """What the page's times are, said once where every group's timer says the same (`device time per call (CUDA
     events)`, or pytest-benchmark's wall-clock timer for another project's files); else that each group says."""
-    said = {times_are(rows) for _, rows in groups_of(timed(frame))}
+    said = times_said(frame)
     if len(said) == 1:
         return f"Times are medians of {said.pop()}."
     return "Times are medians per call, taken by different timers: each group of the results says which." if said \
@@ -176,7 +182,7 @@ def times_html(frame: pd.DataFrame) -> str:
 
 def results_section(frame: pd.DataFrame) -> str:
     parts = ["<h2>Results</h2>"]
-    mixed = len({times_are(rows) for _, rows in groups_of(timed(frame))}) > 1
+    mixed = len(times_said(frame)) > 1  # then each group says what its times are
     for (group, device), part in groups_of(frame):
         parts.append(f"<h3>{esc(group)} on {esc(device)}</h3>")
         measured = timed(part)

@@ -69,7 +69,7 @@ def _flagged(frame: pd.DataFrame, column: str, value: bool = True) -> pd.Series:
     return frame[column].map(lambda v: holds(v, value)).astype(bool)
 
 
-# Each way a record can contradict itself, with what it says in a note.
+# Each way a record can contradict itself, with what the legend of the `x` mark says of it.
 CONTRADICTIONS = {
     "converged_spread": f"`converged` with a rel-IQR above {MAX_CONVERGED_REL_IQR:.0%}, wider than any stopping "
                         "rule accepts",
