@@ -4,6 +4,8 @@ Each command module exposes `register(subparsers)`, which adds its parser and se
 Only the module of the command asked for is imported (all of them for --help): `trace` needs neither pandas
 nor matplotlib, and importing them would cost it more time than summarizing a 100k-event trace.
 Bad input raises `reports.format.errors.InputError`; it becomes one line on stderr and exit code 2, never a traceback.
+Everything a command prints goes out with its control characters escaped (reports/format/printable.py): names
+from input files never act on the terminal.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import importlib
 import sys
 
 from reports.format.errors import InputError
+from reports.format.printable import escaped_output
 
 COMMANDS = {
     "table": "reports.table",
@@ -28,6 +31,11 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
     argv = sys.argv[1:] if argv is None else argv

@@ -3,7 +3,8 @@
 Per case and system: median device time, TFLOP/s, percent of that device's own peak (from its run's
 `pct_peak`, which divides by the peak of the dtype on that device), and the speed-up against a baseline device
 (baseline time / time: 2.0 means twice as fast). A system is a device; when one device model ran on several
-machines, the machine name is added so the runs stay apart. Each system's latest run of a case is used. A figure
+machines, the machine name is added so the runs stay apart. Each system's latest run of a case is used; cases come
+in the natural order of their ids, numbers in them compared as numbers (`size-500` before `size-4500`). A figure
 taken under conditions that can have moved it carries its marks (reports/marks.py): a `mark` column in the
 tables, hatched bars in the pictures (a speed-up is as disturbed as either of its two times).
 """
@@ -29,8 +30,18 @@ from reports.format.errors import InputError
 from reports.format.load import load, output_dir
 from reports.format.outputs import refuse_inputs, save_figure
 from reports.plots import effects
-from reports.plots.style import hatch_bar, hatched_entry, text
-from reports.text import axes_of, fit, fitted, format_time, run_notes, slug, terminal_width, with_legend
+from reports.plots.style import hatch_bar, hatched_entry, log_axis, text
+from reports.text import (
+    axes_of,
+    fit,
+    fitted,
+    format_time,
+    natural_key,
+    run_notes,
+    slug,
+    terminal_width,
+    with_legend,
+)
 
 FIGURES = ["system", "time", marks.COLUMN, "tflops", "pct_peak", "pct_achievable", "busbw_gbps", "scaling_efficiency",
            "speedup"]
@@ -87,8 +98,9 @@ def side_by_side(frame: pd.DataFrame, baseline: str | None = None) -> tuple[pd.D
     if "pct_peak" not in out:
         out["pct_peak"] = np.nan
     order = {name: i for i, name in enumerate(names)}
-    out = out.assign(_order=out["system"].map(order)).sort_values(["group", "case", "_order"], kind="stable")
-    return out.drop(columns="_order"), baseline
+    out = out.assign(_order=out["system"].map(order), _case=out["case"].map(natural_key))
+    out = out.sort_values(["group", "_case", "_order"], kind="stable")  # sizes in a case id compared as numbers
+    return out.drop(columns=["_order", "_case"]), baseline
 
 
 def shared(rows: pd.DataFrame) -> pd.DataFrame:
@@ -108,18 +120,6 @@ def table(rows: pd.DataFrame, torch: bool = False) -> pd.DataFrame:
         figures.insert(1, "torch")
     result = shown[axes + figures].astype(object)
     return result.where(result.notna(), None)
-
-
-def _log_axis(ax, values: pd.DataFrame) -> None:
-    """A log x axis with as many labelled ticks as its span allows without crowding."""
-    finite = values.to_numpy(float)
-    finite = finite[np.isfinite(finite) & (finite > 0)]
-    span = np.log10(finite.max() / finite.min()) if finite.size else 0
-    subs = (1.0,) if span > 2.5 else (1.0, 2.0, 5.0) if span > 1 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
-    ax.set_xscale("log")
-    ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.grid(True, axis="x", which="major", alpha=0.3)
 
 
 def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Path | None:
@@ -150,8 +150,8 @@ def bar_plot(group: str, rows: pd.DataFrame, baseline: str, outdir: Path) -> Pat
             for drawn, disturbed in ((time_bar, own), (speed_bar, own or base)):
                 if disturbed:
                     hatch_bar(drawn)
-    _log_axis(time_ax, times)
-    _log_axis(speed_ax, pd.concat([speedup, pd.DataFrame({"one": [1.0]})]))
+    log_axis(time_ax, times)
+    log_axis(speed_ax, pd.concat([speedup, pd.DataFrame({"one": [1.0]})]))
     time_ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
     speed_ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}x"))
     speed_ax.axvline(1, color="k", lw=0.8)

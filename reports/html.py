@@ -28,7 +28,7 @@ from reports.format.load import load, output_dir, runs, warn
 from reports.format.outputs import refuse_inputs, write_text
 from reports.plots import effects
 from reports.table import group_table, with_run
-from reports.text import constant_columns, not_measured, run_notes
+from reports.text import constant_columns, not_measured, run_notes, times_are
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1300px; }
@@ -129,7 +129,12 @@ def levers_html(table: pd.DataFrame) -> str:
     return frame_html(table[levers.COLUMNS], ["uncertain" if u else "" for u in table["uncertain"]])
 
 
+NO_LEVER_CASES = f"no case of a suite whose cases pair into levers ({', '.join(levers.GROUPS)})"
+
+
 def levers_section(frame: pd.DataFrame) -> str:
+    """What each lever is worth, per device and run; where the results hold no case of a suite the levers pair
+    (another project's files), one line that says so instead of every lever "not measured"."""
     parts = ["<h2>Levers: what each one is worth here</h2>",
              "<p class='muted'>Cases that differ only in the lever are paired; the effect is the geometric mean "
              "of the ratio over the pairs, with its 95 % interval (from each case's run-to-run noise: its rounds, "
@@ -140,20 +145,51 @@ def levers_section(frame: pd.DataFrame) -> str:
              "host contention are left out; <i>pale rows are uncertain</i>: every pair was doubtful, the verdict "
              "cannot tell, or the interval spans more than a factor of "
              f"{levers.WIDE_FACTOR:g}.</p>"]
+    if not levers.holds_lever_cases(frame):  # another project: 21 levers "not measured" per machine said nothing
+        return parts[0] + f"<p class='muted'>The files hold {esc(NO_LEVER_CASES)}: no lever to show.</p>"
     for device, rows in frame.groupby("device", sort=True):
         for run, part in per_run(rows):
-            parts.append(f"<h3>{esc(device)}{esc(run)}</h3>" + levers_html(levers.table(part)))
+            shown = levers_html(levers.table(part)) if levers.holds_lever_cases(part) else \
+                f"<p class='muted'>This run holds {esc(NO_LEVER_CASES)}.</p>"
+            parts.append(f"<h3>{esc(device)}{esc(run)}</h3>" + shown)
     return "".join(parts)
+
+
+def timed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a time."""
+    return frame[frame["median_s"].notna()] if "median_s" in frame else frame.iloc[:0]
+
+
+def groups_of(frame: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
+    """The frame by (group, device), the results tables' order."""
+    return frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True)
+
+
+def times_said(frame: pd.DataFrame) -> set[str]:
+    """What the times of each group of the results are (reports/text.py, `times_are`), once each."""
+    return {times_are(rows) for _, rows in groups_of(timed(frame))}
+
+
+def times_html(frame: pd.DataFrame) -> str:
+    """What the page's times are, said once where every group's timer says the same (`device time per call (CUDA
+    events)`, or pytest-benchmark's wall-clock timer for another project's files); else that each group says."""
+    said = times_said(frame)
+    if len(said) == 1:
+        return f"Times are medians of {said.pop()}."
+    return "Times are medians per call, taken by different timers: each group of the results says which." if said \
+        else ""
 
 
 def results_section(frame: pd.DataFrame) -> str:
     parts = ["<h2>Results</h2>"]
-    for (group, device), part in frame.groupby([frame["group"].fillna("(no group)"), "device"], sort=True):
+    mixed = len(times_said(frame)) > 1  # then each group says what its times are
+    for (group, device), part in groups_of(frame):
         parts.append(f"<h3>{esc(group)} on {esc(device)}</h3>")
-        measured = part[part["median_s"].notna()] if "median_s" in part else part.iloc[:0]
+        measured = timed(part)
         if not measured.empty:
-            table, same = constant_columns(with_run(group_table(measured), measured), keep=("time", "run"))
-            parts.append((f"<p class='muted'>{esc(same)}</p>" if same else "")
+            table, same = constant_columns(with_run(group_table(measured), measured))
+            parts.append((f"<p class='muted'>Times are medians of {esc(times_are(measured))}.</p>" if mixed else "")
+                         + (f"<p class='muted'>{esc(same)}</p>" if same else "")
                          + f"<div class='scroll'>{marked_html(table)}</div>")
         skipped = not_measured(part)
         if skipped:
@@ -223,7 +259,7 @@ def page(frame: pd.DataFrame, outdir: Path, baseline: str | None = None,
     plot_html = plots_html(*suite_plots(frame, outdir / "plots"))
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = (f"<h1>GPU efficiency levers: benchmark report</h1><p class='muted'>Generated {stamp} from "
-            f"{runs} run(s). Times are medians of device time per call.</p>"
+            f"{runs} run(s). {esc(times_html(frame))}</p>"
             + history + warnings_html(frame) + disturbed_html(frame) + runs_section(frame) + levers_section(frame)
             + hardware_section(frame, baseline, outdir / "plots") + peaks_section(frame)
             + "<h2>Plots</h2>" + plot_html + results_section(frame))

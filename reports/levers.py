@@ -145,6 +145,15 @@ SPECS: tuple[Spec, ...] = (
     Spec("FSDP reduce dtype", "train_step", "reduce_dtype", "float32", "bfloat16"),
     Spec("FSDP reshard after forward", "train_step", "reshard", "on", "off"),
 )
+# The suites whose cases pair into levers: results without a case of any of them (another project's) hold no lever.
+GROUPS = tuple(dict.fromkeys(spec.group for spec in SPECS))
+
+
+def holds_lever_cases(rows: pd.DataFrame) -> bool:
+    """Whether the rows hold a case of a suite the levers pair (GROUPS): only then is a lever not measured news."""
+    return "group" in rows and bool(rows["group"].isin(GROUPS).any())
+
+
 # Training-step strategies that hold the state of several ranks (their bytes per parameter are per rank).
 DISTRIBUTED = ("ddp", "fsdp")
 READING = {"speedup": "speed-up (baseline time / time)", "throughput": "TFLOP/s ratio (variant / baseline)",

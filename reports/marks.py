@@ -9,12 +9,17 @@ result. So every report marks a timed case with what the run recorded about it:
 - `u` unconverged: `converged` is false, the samples' spread never reached the stopping rule's target;
 - `t` throttled: NVML saw the GPU slow its clocks (thermal, power brake, hardware) during the case;
 - `p` above peak: the figure beats a peak of its device (`tflops_above_peak`, `gbps_above_peak`,
-  `above_achievable`): a FLOP or byte model, the peak or the timing is off, or the data sat in a cache.
+  `above_achievable`, or a `pct_peak` or `pct_achievable` above 100 however the run flagged it): a FLOP or byte
+  model, the peak or the timing is off, or the data sat in a cache;
+- `x` contradictory: the case's flags disagree with its own figures (reports/format/trust.py, `contradictions`:
+  `converged` beside a spread no stopping rule accepts, `contended` with no contended sample); the mark says the
+  record cannot be taken at its word, whichever of the two is wrong.
 
-A field the run did not record marks nothing: a mark says what is known to be wrong, not what is unknown, and
-a run's `Count` says when it records no contention or convergence at all. Tables carry the symbols in a `mark`
-column with a legend under the table; plots draw a marked figure hollow or hatched with a legend entry; the
-HTML page counts the disturbed cases of each run at the top.
+Marks read the flags and the figures beside them, never the flags alone: a flag is a claim the figures can
+contradict. A field the run did not record marks nothing: a mark says what is known to be wrong, not what is
+unknown, and a run's `Count` says when it records no contention or convergence at all. Tables carry the symbols in
+a `mark` column with a legend under the table; plots draw a marked figure hollow or hatched with a legend entry;
+the HTML page counts the disturbed cases of each run at the top.
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ import pandas as pd
 from reports.format import trust
 
 ABOVE_PEAK = ("tflops_above_peak", "gbps_above_peak", "above_achievable")
-READS = ("contended", "timer", "converged", "throttled", *ABOVE_PEAK)  # the columns the marks below read
+FLAGS = ("contended", "timer", "converged", "throttled", *ABOVE_PEAK)  # the fields the marks read as recorded
+ABOVE_HUNDRED = "pct_above_100"  # what they read of the figures (trust.above_hundred, trust.contradictions)
 COLUMN = "mark"  # the tables' column of symbols
 
 
 @dataclass(frozen=True)
 class Mark:
-    """One condition a figure can have been taken under: its name, its symbol in tables, what it means."""
+    """One condition a figure can have been taken under: its name, its symbol in tables, what it means, and when
+    it applies (to a row of `readings`)."""
 
     name: str
     symbol: str
@@ -43,16 +50,28 @@ class Mark:
     applies: Callable[[pd.Series], bool]
 
 
-def _unconverged(row: pd.Series) -> bool:
-    return trust.flag(row, "converged", False)
+def readings(frame: pd.DataFrame) -> pd.DataFrame:
+    """What the marks read of each row: the flags as recorded (None where absent) and, beside them, booleans for
+    what the row's figures say of them (a percentage of a peak above 100, each contradiction of trust.py)."""
+    flags = frame[[c for c in FLAGS if c in frame]].astype(object)
+    return flags.where(flags.notna(), None).assign(**{ABOVE_HUNDRED: trust.above_hundred(frame)},
+                                                   **trust.contradictions(frame))
 
 
-def _throttled(row: pd.Series) -> bool:
-    return trust.flag(row, "throttled")
+def _unconverged(read: pd.Series) -> bool:
+    return trust.flag(read, "converged", False)
 
 
-def _above_peak(row: pd.Series) -> bool:
-    return any(trust.flag(row, field) for field in ABOVE_PEAK)
+def _throttled(read: pd.Series) -> bool:
+    return trust.flag(read, "throttled")
+
+
+def _above_peak(read: pd.Series) -> bool:
+    return bool(read[ABOVE_HUNDRED]) or any(trust.flag(read, field) for field in ABOVE_PEAK)
+
+
+def _contradictory(read: pd.Series) -> bool:
+    return any(bool(read[name]) for name in trust.CONTRADICTIONS)
 
 
 MARKS = (
@@ -62,21 +81,24 @@ MARKS = (
     Mark("throttled", "t", "the GPU slowed its clocks (thermal, power brake or hardware) during the case", _throttled),
     Mark("above peak", "p", "beats a peak of its device: a FLOP or byte model, the peak or the timing is off, or "
          "the data sat in a cache (see its note)", _above_peak),
+    Mark("contradictory", "x", "its flags disagree with its own figures (" + "; ".join(trust.CONTRADICTIONS.values())
+         + "): which one is right cannot be told", _contradictory),
 )
 
 
 def of(row: pd.Series) -> tuple[Mark, ...]:
     """The marks of one row, in MARKS order."""
-    return tuple(mark for mark in MARKS if mark.applies(row))
+    return per_row(row.to_frame().T).iloc[0]
 
 
 def per_row(frame: pd.DataFrame) -> pd.Series:
-    """Each row's marks (a tuple, empty for a clean figure), indexed like the frame. The marks are worked out once
-    per distinct set of the values they read (a handful), not row by row: a storage folder of a hundred runs
-    holds tens of thousands of rows."""
-    read = frame[[c for c in READS if c in frame]].astype(object)
-    keys = list(read.where(read.notna(), None).itertuples(index=False, name=None))  # None: one missing value
-    found = {key: of(pd.Series(key, index=read.columns, dtype=object)) for key in dict.fromkeys(keys)}
+    """Each row's marks (a tuple, empty for a clean figure), indexed like the frame. The figures are read once
+    for all rows (trust's rules are over columns), then the marks are worked out once per distinct reading (a
+    handful), not row by row: a storage folder of a hundred runs holds tens of thousands of rows."""
+    read = readings(frame)
+    keys = list(read.itertuples(index=False, name=None))
+    found = {key: tuple(mark for mark in MARKS if mark.applies(pd.Series(key, index=read.columns, dtype=object)))
+             for key in dict.fromkeys(keys)}
     return pd.Series([found[key] for key in keys], index=frame.index, dtype=object)
 
 

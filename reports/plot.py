@@ -2,7 +2,8 @@
 
 Each plotting module exposes `plots(frame, outdir) -> list[Path]`: it draws what the frame holds for its suite
 and returns the files written (none when the frame has no rows of that suite). Add a module to PLOTTERS to
-have its plots in this command and in the HTML report.
+have its plots in this command and in the HTML report. Another project's results (cases without
+`extra_info.suite`) get a plain chart of each group's median times (reports/plots/group_times.py).
 
 Several runs of one device (a `.benchmarks` folder) are drawn run by run, each into a folder named after its
 run and titled with it, never pooled into one picture; runs of different devices share the folder, since every
@@ -23,10 +24,10 @@ import pandas as pd
 
 from reports.format.load import load, output_dir
 from reports.format.outputs import refuse_inputs
-from reports.plots import attention, batch, conv, matmul, roofline
+from reports.plots import attention, batch, conv, group_times, matmul, roofline
 from reports.text import run_notes
 
-PLOTTERS: list = [roofline, matmul, conv, attention, batch]
+PLOTTERS: list = [roofline, matmul, conv, attention, batch, group_times]
 
 
 def by_run(frame: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     if not written:
-        print("no plots: the results hold no suite with a plot")
+        print("no plots: the results hold no timed case")
     return 0
 
 

@@ -140,6 +140,34 @@ def format_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.4g} ns"
 
 
+# What a median is, by the timer that took it (`extra_info.timer`, docs/results.md "Timers").
+TIMERS = {"cuda_event": "device time per call (CUDA events)",
+          "cuda_graph": "device time per call (CUDA events around CUDA-graph replays)",
+          "wall": "wall-clock time per call (time.perf_counter; of a training step, the step's)"}
+
+
+def timer_text(timer: object, benchmark_timer: object) -> str:
+    """What one case's median is: its timer's meaning; for a file that names no timer of this suite (another
+    project's), the wall-clock time per call of pytest-benchmark's own timer, named where its `options` name it."""
+    if isinstance(timer, str):
+        return TIMERS.get(timer, f"time per call by a timer named {timer!r}")
+    if isinstance(benchmark_timer, str):
+        return f"wall-clock time per call by pytest-benchmark's {benchmark_timer} timer"
+    return "wall-clock time per call by pytest-benchmark's timer (time.perf_counter unless its project chose another)"
+
+
+def times_are(rows: pd.DataFrame) -> str:
+    """What the medians of these timed rows are, `device time per call (CUDA events)`; where they mix timers, each
+    with its count of cases (`device time ... for 40 cases; wall-clock time ... for 2 cases`)."""
+    timers = rows.get("timer", pd.Series(None, index=rows.index)).astype(object)
+    clocks = rows.get("benchmark_timer", pd.Series(None, index=rows.index)).astype(object)
+    counts = pd.Series([timer_text(t, c) for t, c in zip(timers, clocks, strict=True)], dtype=object).value_counts(
+        sort=False)
+    if len(counts) == 1:
+        return str(counts.index[0])
+    return "; ".join(f"{text} for {n} case{'s' if n != 1 else ''}" for text, n in counts.items())
+
+
 KEEP = ("time", marks.COLUMN, "run")  # columns kept as columns even when one value fills them
 
 
@@ -237,6 +265,12 @@ def _number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def natural_key(text: object) -> tuple[tuple[int, float | str], ...]:
+    """A sort key that orders text as a person reads it: runs of digits compared as numbers, so `size-500` comes
+    before `size-4500` and `size-5000` (as text, 500 sorts between them), the rest compared as text."""
+    return tuple((0, float(part)) if part.isdecimal() else (1, part) for part in re.split(r"(\d+)", str(text)) if part)
 
 
 def slug(text: str) -> str:

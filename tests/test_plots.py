@@ -1,4 +1,5 @@
-"""Every registered plotter draws only its own suite: results of other suites give no plot and no error."""
+"""Every registered plotter draws only its own suite: results of other suites give no plot and no error; another
+project's results get the plain time charts (reports/plots/group_times.py) and nothing else."""
 
 from pathlib import Path
 
@@ -12,6 +13,7 @@ DATA = Path(__file__).parent / "data"
 
 # The plotters that draw a matmul run (the matmul picture, and the roofline of its FLOP and byte models).
 MATMUL_PLOTTERS = {"reports.plots.matmul", "reports.plots.roofline"}
+OTHER_PROJECTS = "reports.plots.group_times"  # a chart per group of cases without extra_info.suite
 
 
 @pytest.mark.parametrize("plotter", plot.PLOTTERS, ids=lambda m: m.__name__)
@@ -21,6 +23,8 @@ def test_plotter_skips_results_without_its_suite(plotter, results, tmp_path):
     drawn = plotter.plots(frame, tmp_path)
     if results == "run_cpu_quick.json" and plotter.__name__ in MATMUL_PLOTTERS:
         assert len(drawn) == 1  # one device
+    elif results != "run_cpu_quick.json" and plotter.__name__ == OTHER_PROJECTS:
+        assert len(drawn) == 1  # one group on one device
     else:
         assert drawn == []
 

@@ -153,8 +153,9 @@ def test_hand_made_steps(hand_made: Path) -> None:
     first, second = (step.breakdown for step in summary.devices[0].steps)
     assert (first.event_count, first.span_us, first.busy_us, first.compute_us) == (2, 15, 15, 15)
     assert first.tensor_core_share == 0.5
-    # copy [20,25), nccl [30,40), blocking copy [50,52); the memset was launched after both steps
-    assert (second.event_count, second.span_us, second.busy_us, second.idle_us) == (3, 32, 17, 15)
+    # copy [20,25), nccl [30,40), blocking copy [50,52); the memset was launched after both steps. The span opens
+    # where step 1 ended on the device (15), so the 5 us the device waited before the copy are this step's idle.
+    assert (second.event_count, second.span_us, second.busy_us, second.idle_us) == (3, 37, 17, 20)
     assert (second.compute_us, second.non_compute_us, second.tensor_core_share) == (0, 17, None)
     assert [step.breakdown.event_count for step in summary.devices[1].steps] == [1, 0]
 

@@ -14,13 +14,16 @@ bounds a measurement can have (tests/test_fields.py checks that no figure a repo
 Bounds that no measurement reaches keep the arithmetic of the reports finite: a time lies within
 [MIN_TIME_S, MAX_TIME_S] (5e-324 s would make every rate infinite, 1.7e308 s overflow every unit change), a
 figure below MAX_FIGURE, a count below MAX_COUNT, a date within the years DATE_YEARS (matplotlib's calendar
-ends at 9999, and a plot pads its range).
+ends at 9999, and a plot pads its range). Text is read through `unwrapped`: pytest-benchmark's
+`UNSERIALIZABLE[b'...']` around a name is taken off as the file is loaded.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -64,14 +67,32 @@ def _within(low: float, high: float) -> Callable[[Any], float | None]:
     return check
 
 
+# pytest-benchmark writes a value json cannot encode as `UNSERIALIZABLE[<its repr>]` (SafeJSONEncoder): a GPU name
+# that an older nvidia-ml-py gave as bytes reads `UNSERIALIZABLE[b'Tesla V100-SXM2-32GB']`. Text of that form whose
+# repr is a string or bytes literal is read as the text it wraps (bytes as UTF-8); any other repr stays as written.
+UNSERIALIZABLE = re.compile(r"UNSERIALIZABLE\[(b?('|\")[^\n]*\2)\]")
+
+
+def unwrapped(text: str) -> str:
+    """The text pytest-benchmark's `UNSERIALIZABLE[b'...']` wraps, else the text itself."""
+    found = UNSERIALIZABLE.fullmatch(text) if text.startswith("UNSERIALIZABLE[") else None
+    if found is None:
+        return text
+    try:
+        value = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError):
+        return text
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    return unwrapped(value) if isinstance(value, str) else None
 
 
 def _label(value: Any) -> str | None:
-    """Text as it is; a finite number (a group `7`, cuDNN's version 90100) is that number's text."""
+    """Text as it is (unwrapped); a finite number (a group `7`, cuDNN's version 90100) is that number's text."""
     if isinstance(value, str):
-        return value
+        return unwrapped(value)
     x = _real(value)
     return json.dumps(value) if x is not None and math.isfinite(x) else None
 
@@ -118,8 +139,10 @@ def _object(value: Any) -> dict | None:
 
 
 def _axis(value: Any) -> Any:
-    """A param value: a scalar as it is (None stays None), a list or object as its JSON text."""
-    if value is None or isinstance(value, str | bool):
+    """A param value: a scalar as it is (None stays None; text unwrapped), a list or object as its JSON text."""
+    if isinstance(value, str):
+        return unwrapped(value)
+    if value is None or isinstance(value, bool):
         return value
     x = _real(value)
     if x is not None and math.isfinite(x):
@@ -225,6 +248,9 @@ ENTRY: dict[str, Field] = {
     "stats.iqr": Field(SPREAD, "iqr_s", "statistics shown beside it"),
     "stats.rounds": Field(COUNT, "rounds", "how many samples"),
     "stats.data": Field(TIMES, "samples_s", "the raw samples: compare's test without rounds (loaded on request)"),
+    "options": Field(OBJECT, None, "how pytest-benchmark took the samples"),
+    "options.timer": Field(TEXT, "benchmark_timer", "pytest-benchmark's clock (`perf_counter`): what the times of "
+                           "an entry without extra_info.timer are"),
     "extra_info": Field(OBJECT, None, "this suite's fields; undescribed ones are columns as they are", open=True),
     "extra_info.case": Field(TEXT, "case", "the case's stable key"),
     "extra_info.status": Field(TEXT, "status", "ok, oom, unsupported, error"),
@@ -237,6 +263,8 @@ ENTRY: dict[str, Field] = {
     "extra_info.strategy": Field(TEXT, "strategy", "ddp, fsdp, local: the levers of a distributed step"),
     "extra_info.converged": Field(FLAG, "converged", "a run that did not converge gets no verdict from samples"),
     "extra_info.host_bound": Field(FLAG, "host_bound", "the host, not the device, set the time"),
+    "extra_info.contended": Field(FLAG, "contended", "other work competed for the host while the case was measured: "
+                                  "its figure is marked where its timer includes the host"),
     "extra_info.rel_iqr": Field(RATIO, "rel_iqr", "the spread of the samples"),
     "extra_info.error_rel": Field(RATIO, "error_rel", "the error against float64"),
     "extra_info.world_size": Field(COUNT, "world_size", "ranks of a collective"),

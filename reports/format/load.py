@@ -384,6 +384,8 @@ def entry_row(path: Path, key: str, raw: Any, samples: bool) -> dict | None:
             row[column] = value
     if measured:
         _add_stats(row, entry, timing, where)
+        if (clock := entry.get("options", {}).get("timer")) is not None:
+            row["benchmark_timer"] = clock
     return row
 
 

@@ -1,10 +1,11 @@
 """How a report writes its files: never over one of its inputs, and whole or not at all.
 
 `refuse_inputs` runs before any work: `compare A B --json A` once overwrote the baseline A with the comparison and
-exited 0. An output is compared with every input by file identity (os.path.samefile), so a symlink, a hard link or
-another spelling of the path is caught too. `replacing` writes a file beside its target under a temporary name and
-moves it over the target in one step (os.replace): a full disk, an error or a kill while writing leaves the old
-file or none, never half a file (a kill can leave the hidden temporary file behind, never the target half-written).
+exited 0, and `--json -` wrote a file named `-`. An output is compared with every input by file identity
+(os.path.samefile), so a symlink, a hard link or another spelling of the path is caught too. `replacing` writes a
+file beside its target under a temporary name and moves it over the target in one step (os.replace): a full disk,
+an error or a kill while writing leaves the old file or none, never half a file (a kill can leave the hidden
+temporary file behind, never the target half-written).
 """
 
 from __future__ import annotations
@@ -23,9 +24,18 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
+# `-` means stdout to most tools, but every command prints its report there, so an output named `-` would be a
+# file of that name beside a report that a reader expected to parse (`compare ... --json -` wrote a file `-`).
+STDOUT_NAME = "-"
+
+
 def refuse_inputs(option: str, outputs: Sequence[str | Path], inputs: Sequence[str | Path]) -> None:
     """An InputError when an output (a file or folder the command writes) is one of the inputs as named or a
-    results file a named folder holds; outputs that do not exist yet are new files and always fine."""
+    results file a named folder holds; outputs that do not exist yet are new files and always fine. An output
+    named `-` is refused too (STDOUT_NAME)."""
+    if any(str(p) == STDOUT_NAME for p in outputs):
+        raise InputError(f"{option} {STDOUT_NAME}: would be a file named '{STDOUT_NAME}', not stdout, which holds the "
+                         "command's report; name a file (e.g. ./- if that is the name meant)")
     existing = [Path(p) for p in outputs if Path(p).exists()]
     if not existing:
         return

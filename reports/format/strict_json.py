@@ -64,10 +64,18 @@ def dumps(document: dict, default: Callable[[Any], Any] | None = repr, **kwargs:
         raise TypeError(f"a strict JSON document is an object, not {type(document).__name__}")
     clean, found = encode(document)
     if found:  # first (after schema_version), so that a reader streaming the entries knows them in time
-        earlier = clean.pop(NONFINITE) if isinstance(clean.get(NONFINITE), list) else []
+        earlier = _listed(clean.pop(NONFINITE, None))
         version = {key: clean.pop(key) for key in ("schema_version",) if key in clean}
         clean = {**version, NONFINITE: [*earlier, *found], **clean}
     return json.dumps(clean, allow_nan=False, default=default, **kwargs)
+
+
+def _listed(earlier: Any) -> list:
+    """The entries a document listed under `nonfinite` before: its list, none for null, and anything else (another
+    writer's field of that name) kept as one entry, never dropped: a reader names it as an entry it cannot use."""
+    if isinstance(earlier, list):
+        return earlier
+    return [] if earlier is None else [earlier]
 
 
 def _parts(path: str) -> list[str] | None:

@@ -4,6 +4,10 @@ One rule that every reader applies (the reports' marks, `compare`'s verdicts, th
 a figure is disturbed by host contention only where the case was flagged `contended` and its timer includes the
 host; it is in doubt where it did not converge (and no measured run-to-run noise says how far it can be trusted)
 or ran throttled. It reads fields of the results format only, so the measuring side applies it too.
+
+A flag is believed only where the figures recorded beside it do not contradict it (`contradictions`): a case
+that says `converged` with a spread wider than any stopping rule of this suite accepts, or `contended` with no
+contended sample, holds two answers to one question, and which one is right cannot be told from the file.
 """
 
 from __future__ import annotations
@@ -12,10 +16,14 @@ import numpy as np
 import pandas as pd
 
 
-def flag(row: pd.Series, column: str, value: bool = True) -> bool:
-    """Whether the row's field holds exactly this boolean (absent or NaN is neither True nor False)."""
-    found = row.get(column)
+def holds(found: object, value: bool) -> bool:
+    """Whether a field's value is exactly this boolean (absent, NaN or `"yes"` is neither True nor False)."""
     return isinstance(found, bool | np.bool_) and bool(found) == value
+
+
+def flag(row: pd.Series, column: str, value: bool = True) -> bool:
+    """Whether the row's field holds exactly this boolean."""
+    return holds(row.get(column), value)
 
 
 # Timers whose window holds the host out (suites/core/timing.py): a busy host delays when a sample starts, not
@@ -27,6 +35,64 @@ def host_disturbed(row: pd.Series) -> bool:
     """Whether host contention can have moved the row's figure: the run flagged the case `contended` and its
     timer includes the host (the wall clock, or a file that does not say which timer ran)."""
     return flag(row, "contended") and row.get("timer") not in DEVICE_TIMERS
+
+
+def contention_share(value: object) -> float | None:
+    """The share of contended samples in a case's `contention` record (suites/core/host_load.py), when it holds a
+    finite number within [0, 1]; None for anything else (absent, text, a bool)."""
+    share = value.get("share") if isinstance(value, dict) else None
+    if isinstance(share, bool) or not isinstance(share, int | float | np.number):
+        return None
+    return float(share) if 0 <= share <= 1 else None
+
+
+# The widest spread (rel-IQR) a case of this suite can be `converged` with: a plateau, or rounds pooled, within
+# twice the target (suites/core/timing.py, `converged`), the widest target of the profiles being quick's 5 %
+# (suites/core/profiles.py). A case that says `converged` beside a wider spread contradicts itself.
+MAX_CONVERGED_REL_IQR = 0.10
+# Percentages of a peak that no figure can exceed: the suite reads a case above its roof as 100 and flags it.
+PEAK_PERCENTS = ("pct_peak", "pct_achievable")
+
+
+def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column as floats, NaN where it is absent or holds no number (a flag is no number)."""
+    if column not in frame:
+        return pd.Series(np.nan, index=frame.index)
+    values = frame[column].map(lambda v: np.nan if isinstance(v, bool | np.bool_) else v)
+    return pd.to_numeric(values, errors="coerce").astype(float)
+
+
+def _flagged(frame: pd.DataFrame, column: str, value: bool = True) -> pd.Series:
+    """Per row, `flag` of the column: the field holds exactly this boolean."""
+    if column not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame[column].map(lambda v: holds(v, value)).astype(bool)
+
+
+# Each way a record can contradict itself, with what the legend of the `x` mark says of it.
+CONTRADICTIONS = {
+    "converged_spread": f"`converged` with a rel-IQR above {MAX_CONVERGED_REL_IQR:.0%}, wider than any stopping "
+                        "rule accepts",
+    "contended_share": "`contended` with a contended share of 0 in its `contention` record",
+}
+
+
+def contradictions(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per row, one boolean per entry of CONTRADICTIONS: whether its flags and its own figures disagree."""
+    shares = frame["contention"].map(contention_share) if "contention" in frame else pd.Series(None, index=frame.index)
+    return pd.DataFrame({
+        "converged_spread": _flagged(frame, "converged") & (_numbers(frame, "rel_iqr") > MAX_CONVERGED_REL_IQR),
+        "contended_share": _flagged(frame, "contended") & (pd.to_numeric(shares, errors="coerce") == 0),
+    }, index=frame.index)
+
+
+def above_hundred(frame: pd.DataFrame) -> pd.Series:
+    """Per row, whether a percentage of a peak it holds (`pct_peak`, `pct_achievable`) is above 100: the figure
+    beats the peak the same table divides it by, whether or not the run flagged it."""
+    over = pd.Series(False, index=frame.index)
+    for column in PEAK_PERCENTS:
+        over |= _numbers(frame, column) > 100
+    return over
 
 
 def doubts(row: pd.Series, noise_measured: bool) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -97,3 +98,16 @@ def hollow_points(ax: Axes, line: Line2D, disturbed: pd.Series) -> None:
         ax.plot(np.asarray(line.get_xdata())[mask], np.asarray(line.get_ydata())[mask], linestyle="none",
                 marker=line.get_marker(), markersize=line.get_markersize(), color=line.get_color(),
                 markerfacecolor="white", alpha=line.get_alpha(), zorder=line.get_zorder() + 0.1)
+
+
+def log_axis(ax: Axes, values: object) -> None:
+    """A log x axis with as many labelled ticks as the span of these values (any array of numbers) allows without
+    crowding: decades over more than 2.5 of them, else 1-2-5 or finer."""
+    finite = np.asarray(values, dtype=float).ravel()
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    span = np.log10(finite.max() / finite.min()) if finite.size else 0
+    subs = (1.0,) if span > 2.5 else (1.0, 2.0, 5.0) if span > 1 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.grid(True, axis="x", which="major", alpha=0.3)

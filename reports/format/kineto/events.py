@@ -6,6 +6,9 @@ eight numbers in `array` columns (about 50 bytes), each runtime call two; everyt
 it is decoded, so memory grows with the number of GPU events, not with the size of the file.
 Timestamps are kept relative to an origin near the first event: Kineto's epoch microseconds (~1.7e15) leave
 float64 a resolution of 0.25 us, while `ts - origin` and `start + dur` near zero are exact to the nanosecond.
+A timestamp or duration beyond MAX_TIME_US (2**53 us, 285 years) is no time a trace can hold: float64 no longer
+keeps whole microseconds there (1e300 + 5 is 1e300: a kernel would last 0 us) and spans between such events
+overflow to `inf`, so such an event is left out and counted in one warning, as one without a usable time is.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ GPU_KIND_NAMES = ("kernel", "memcpy", "memset")
 # Kernel/Memcpy/Memset.
 GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 _RUNTIME, _HOST, _IGNORED = 3, 4, 5
+MAX_TIME_US = float(2**53)  # 9.0e15 us: beyond it float64 loses whole microseconds
 
 # Copy directions, stored in GpuEvents.direction: from the name ('Memcpy HtoD (Pageable -> Device)') or, on
 # ROCm traces, from args.kind ('HtoD').
@@ -115,6 +119,9 @@ def read_trace(path: Path) -> Trace:
     if collector.bad_times:
         warn(f"{path}: left out {collector.bad_times} event(s) with a missing, non-numeric, negative or non-finite "
              "time")
+    if collector.huge_times:
+        warn(f"{path}: left out {collector.huge_times} event(s) with a timestamp or duration beyond "
+             f"{MAX_TIME_US:.3g} us (285 years), where float64 keeps no whole microseconds")
     properties = metadata.get("deviceProperties")
     if properties is not None and not isinstance(properties, list):
         warn(f"{path}: deviceProperties is not a list but {json.dumps(properties)[:60]}; device names left out")
@@ -188,6 +195,7 @@ class _Collector:
         self.sync_us = 0.0
         self.steps: list[ProfilerStep] = []
         self.bad_times = 0
+        self.huge_times = 0
 
     def add(self, event: dict[str, Any]) -> None:
         """Keep what the summary needs from one decoded event."""
@@ -202,6 +210,9 @@ class _Collector:
         ts, dur = _time(event.get("ts")), _time(event.get("dur", 0.0))  # Kineto writes dur; a missing one is 0
         if math.isnan(ts) or math.isnan(dur) or dur < 0:
             self.bad_times += 1
+            return
+        if abs(ts) > MAX_TIME_US or dur > MAX_TIME_US:
+            self.huge_times += 1
             return
         if self.origin is None:
             self.origin = math.floor(ts)

@@ -10,6 +10,12 @@ Definitions (all times in microseconds):
 - tensor_core_share = gemm_tensor_core time / (gemm_tensor_core + gemm_simt) time; None without gemms.
 - steps: a GPU event belongs to the ProfilerStep in which the host call that launched it (same correlation id)
   started; events launched outside every step are in the device's figures but in no step.
+- a step's span on a device ends where its last GPU event there ends, and opens where the step before it ended on
+  that device (for the first step, or after a step without events there, at the step's host start, when the host
+  began it), or at its own first event if that came earlier (streams that overlap two steps). Consecutive steps so
+  tile the device's time: the device waiting while the host loads a step's batch is that step's idle time. Opened
+  at its own first GPU event, a step held none of that wait: with 0 data-loader workers a ResNet-50 step on a V100
+  read 15 % idle where the whole trace reads 39 % (tests/test_trace_steps.py).
 """
 
 from __future__ import annotations
@@ -113,7 +119,8 @@ def summarize_trace(trace: Trace) -> TraceSummary:
     overall = breakdowns(trace.gpu, event_class, trace.names, device, count)
     per_step = len(trace.steps)
     in_step = np.where(event_step >= 0, device * per_step + event_step, count * per_step)
-    stepped = breakdowns(trace.gpu, event_class, trace.names, in_step, count * per_step + 1)
+    stepped = breakdowns(trace.gpu, event_class, trace.names, in_step, count * per_step + 1,
+                         step_opens(trace, in_step, count))
     devices = [
         DeviceSummary(label, trace.device_names.get(label), overall[index],
                       [StepBreakdown(step.name, stepped[index * per_step + number])
@@ -150,14 +157,29 @@ def union_lengths(start: np.ndarray, end: np.ndarray, group: np.ndarray, groups:
     return np.bincount(owner[:-1], weights=np.where(covered, np.diff(times), 0.0), minlength=groups)
 
 
+def step_opens(trace: Trace, in_step: np.ndarray, devices: int) -> np.ndarray:
+    """Where the span of each (device, step) group of summarize_trace opens at the latest (see the module's
+    definitions): the end of the previous step's last GPU event on the device, else the step's host start; the
+    group of events outside every step (the last) opens at its first event."""
+    per_step = len(trace.steps)
+    groups = devices * per_step + 1
+    last = np.full(groups, -np.inf)
+    np.maximum.at(last, in_step, trace.gpu.end)
+    before = np.concatenate([[-np.inf], last[:-2]])  # each step group's predecessor, the one outside steps left out
+    before[np.arange(devices * per_step) % max(per_step, 1) == 0] = -np.inf  # a device's first step has none
+    host = np.tile([step.start for step in trace.steps], devices)
+    return np.append(np.where(np.isfinite(before), before, host), np.inf)
+
+
 def breakdowns(events: GpuEvents, event_class: np.ndarray, names: Sequence[str], group: np.ndarray,
-               groups: int) -> list[Breakdown]:
+               groups: int, opens: np.ndarray | None = None) -> list[Breakdown]:
     """The figures of each group of events (`group`: each event's group, 0 to groups - 1), all computed at once
-    over the events, so that many small groups cost no more than a few large ones."""
+    over the events, so that many small groups cost no more than a few large ones. A group's span runs from its
+    first event, or from `opens` (per group) where that is earlier, to its last event's end."""
     duration = events.end - events.start
     is_kernel = events.kind == KERNEL
     is_compute = is_kernel & (event_class != _CLASS_INDEX[COMMUNICATION])
-    first = np.full(groups, np.inf)
+    first = np.full(groups, np.inf) if opens is None else opens.astype(float)
     np.minimum.at(first, group, events.start)
     last = np.full(groups, -np.inf)
     np.maximum.at(last, group, events.end)
