@@ -78,9 +78,25 @@ def advise_rows() -> list:
     return found
 
 
+# The dots per inch a test draws its pictures at: the tests read what a figure shows (its artists, labels,
+# colours, the PNGs a page embeds), which the resolution does not change, and drawing is most of their time.
+TEST_DPI = 20
+
+
 @pytest.fixture
-def drawn(monkeypatch) -> list:
-    """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it)."""
+def small_pictures(monkeypatch) -> None:
+    """Every matplotlib figure a report saves is drawn at TEST_DPI, whatever dpi the report asks for."""
+    save = Figure.savefig
+
+    def small(self, *args, **kwargs):
+        save(self, *args, **kwargs | {"dpi": TEST_DPI})
+
+    monkeypatch.setattr(Figure, "savefig", small)
+
+
+@pytest.fixture
+def drawn(small_pictures, monkeypatch) -> list:
+    """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it, small)."""
     figures = []
     save = Figure.savefig
 

@@ -22,6 +22,8 @@ from reports.format.load import load
 from tests.resultfiles import DATA
 from tests.runs import run_reports_in_process
 
+pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+
 BUSY = DATA / "busy"
 RUNS = sorted(p for p in BUSY.iterdir() if p.name.endswith((".json", ".json.journal")))
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"  # a quiet run of another system (1 thread): hardware's other side

@@ -29,6 +29,8 @@ from reports.format.load import load
 from reports.verdicts import compare
 from tests import hostile
 
+pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+
 RESULT_COMMANDS = {
     "table": lambda p, good, out: ["table", p],
     "plot": lambda p, good, out: ["plot", p, "-o", out],
