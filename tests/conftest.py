@@ -95,7 +95,8 @@ def advise_rows() -> list:
 
 
 # The dots per inch a test draws its pictures at: the tests read what a figure shows (its artists, labels,
-# colours, the PNGs a page embeds), which the resolution does not change, and drawing is most of their time.
+# colours, the PNGs a page embeds), which the resolution does not change. It saves only the rasterizing: 3 to 4 %
+# of the picture modules' CPU time, as their layout and text cost the same at any resolution.
 TEST_DPI = 20
 
 
