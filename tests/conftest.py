@@ -1,5 +1,5 @@
-"""Runs that several test modules read (one process each, however many tests check it), the `torch_api` mark, and
-what lets the tests run under `pytest -n 2` as well as serially.
+"""Runs that several test modules read (one process each, however many tests and workers check it), the `torch_api`
+mark, and what lets the tests run under `pytest -n 2` as well as serially.
 
 `torch_api` marks every test of a module that imports torch: it calls torch's API in this process (or drives it in
 the ranks and runs it starts), so its result can change with the torch installed. CI runs the whole suite under
@@ -13,6 +13,8 @@ environment for the pytest runs the tests start, and reports are 120 columns wid
 """
 
 import ast
+import fcntl
+import json
 import os
 from functools import cache
 from pathlib import Path
@@ -56,15 +58,29 @@ def columns(monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "120")
 
 
+def session_folder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test session's that all its pytest-xdist workers share (each worker's own temporary folder
+    is one of its children), or the session's own when it runs alone."""
+    own = tmp_path_factory.getbasetemp()
+    return own.parent if hasattr(config, "workerinput") else own
+
+
 @pytest.fixture(scope="session")
-def quick_run(tmp_path_factory) -> dict:
+def quick_run(request, tmp_path_factory) -> dict:
     """A quick run of the matmul `square` cases on this CPU in every dtype, tf32 among them (unsupported here),
-    with every warning an error: a clean CPU run warns of nothing (a host with `filterwarnings = error` runs it)."""
-    out = tmp_path_factory.mktemp("run") / "quick.json"
-    proc = run_bench("bench/test_matmul.py", "--bench-profile", "quick", "--bench-dtypes",
-                     "float32,bfloat16,float16,tf32", "-k", "square", "-W", "error", json_path=out)
-    assert proc.returncode == 0, proc.tail()
-    return {"path": out, "json": proc.json, "stdout": proc.stdout}
+    with every warning an error: a clean CPU run warns of nothing (a host with `filterwarnings = error` runs it).
+    Run once per test session: the first worker to need it runs it under a lock, the other reads its files."""
+    folder = session_folder(request.config, tmp_path_factory) / "quick_run"
+    folder.mkdir(exist_ok=True)
+    out, stdout = folder / "quick.json", folder / "stdout.txt"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not stdout.exists():  # written last, once the run passed
+            proc = run_bench("bench/test_matmul.py", "--bench-profile", "quick", "--bench-dtypes",
+                             "float32,bfloat16,float16,tf32", "-k", "square", "-W", "error", json_path=out)
+            assert proc.returncode == 0, proc.tail()
+            stdout.write_text(proc.stdout)
+    return {"path": out, "json": json.loads(out.read_text()), "stdout": stdout.read_text()}
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +94,26 @@ def advise_rows() -> list:
     return found
 
 
+# The dots per inch a test draws its pictures at: the tests read what a figure shows (its artists, labels,
+# colours, the PNGs a page embeds), which the resolution does not change. It saves only the rasterizing: 3 to 4 %
+# of the picture modules' CPU time, as their layout and text cost the same at any resolution.
+TEST_DPI = 20
+
+
 @pytest.fixture
-def drawn(monkeypatch) -> list:
-    """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it)."""
+def small_pictures(monkeypatch) -> None:
+    """Every matplotlib figure a report saves is drawn at TEST_DPI, whatever dpi the report asks for."""
+    save = Figure.savefig
+
+    def small(self, *args, **kwargs):
+        save(self, *args, **kwargs | {"dpi": TEST_DPI})
+
+    monkeypatch.setattr(Figure, "savefig", small)
+
+
+@pytest.fixture
+def drawn(small_pictures, monkeypatch) -> list:
+    """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it, small)."""
     figures = []
     save = Figure.savefig
 

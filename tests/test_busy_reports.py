@@ -23,6 +23,8 @@ from reports.format.load import load
 from tests.resultfiles import DATA
 from tests.runs import run_reports_in_process
 
+pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+
 BUSY = DATA / "busy"
 # ... and the GPU check's matmul step run on the same box under load, whose plateau cases say `converged` beside a
 # spread of 13 and 14 % (tests/data/gpu_check_cpu/README.md)

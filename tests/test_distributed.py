@@ -2,7 +2,6 @@
 on this CPU (collectives, a rank whose build fails, a rank that fails or hangs inside the timed loop)."""
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -155,23 +154,22 @@ def test_only_rank_0_prints_the_table(collectives_run):
 def test_a_failing_rank_fails_the_run_with_its_message():
     """A build failing on rank 1 is recorded on both ranks and the run goes on; an exception inside rank 1's
     timed loop ends the run with rank 1's message (torchrun stops rank 0, which waits in a barrier)."""
-    start = time.monotonic()
     proc = run_torchrun("tests/data/distributed/ranks_failing.py", "-rs", "--dist-timeout-s", "60")
     out = proc.output
     assert proc.returncode != 0
     assert "unsupported: rank 1: this rank lacks the feature" in out
     assert "rank 1: failing/loop: RuntimeError: injected failure in the timed loop" in out
-    assert time.monotonic() - start < 55  # the failing rank ended the run, not the timeout
+    assert "Timed out" not in out  # the failing rank ended the run, not rank 0's 60 s timeout
 
 
 @slow
 def test_a_hanging_rank_times_out_instead_of_hanging():
-    start = time.monotonic()
+    """Rank 0's collective gives up after the 5 s timeout (gloo's "Timed out waiting 5000ms"), rather than the run
+    waiting for the hung rank (run_torchrun's own timeout would fail the test)."""
     proc = run_torchrun("tests/data/distributed/ranks_failing.py", "--dist-timeout-s", "5",
                         env={"RANKS_FAILING_MODE": "hang"})
     assert proc.returncode != 0
-    assert "rank 0: failing/loop:" in proc.output
-    assert time.monotonic() - start < 120
+    assert "rank 0: failing/loop:" in proc.output and "Timed out waiting 5000ms" in proc.output, proc.tail()
 
 
 @slow

@@ -19,6 +19,8 @@ from reports.format.errors import InputError
 from reports.format.load import device_name, load
 from tests.resultfiles import DATA, RUN_A, read, write
 
+pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -317,8 +317,9 @@ def test_a_journal_read_while_its_run_appends_gives_its_whole_lines_every_time(t
         done.set()
 
     threading.Thread(target=append, daemon=True).start()
-    counts = []
-    while not done.is_set() or len(counts) < 120:
+    counts, finished = [], False
+    while not finished or len(counts) < 120:
+        finished = done.is_set()  # before the read: the last read starts after the last line was written
         counts.append(len(read_json(journal)["benchmarks"]))
         if counts[-1]:
             assert len(load([journal], samples=False)) >= counts[-1]

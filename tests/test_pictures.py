@@ -19,6 +19,8 @@ from reports.format.load import load
 from reports.plots import effects, matmul, roofline
 from tests.resultfiles import DATA, RUN_A, RUN_B, converged_case, dated, read, scaled, write
 
+pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+
 RUN = DATA / "run_cpu_quick_achievable.json"
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
 PNG = b"\x89PNG\r\n\x1a\n"

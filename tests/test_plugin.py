@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from suites.core.stopping import rel_iqr
-from tests.runs import run_pytest, run_pytest_in_process, run_reports_in_process
+from tests.runs import run_pytest_in_process, run_reports_in_process
 
 slow = pytest.mark.slow  # reads the quick run of tests/conftest.py
 
@@ -91,9 +91,10 @@ def test_options_that_cannot_be_right_are_usage_errors(option):
     assert "Traceback" not in proc.stderr and option[0] in proc.stderr + proc.stdout
 
 
-def test_the_old_spellings_work_with_plugin_autoloading_off():
+def test_the_old_spellings_work_with_plugin_autoloading_off(monkeypatch):
     """With PYTEST_DISABLE_PLUGIN_AUTOLOAD, conftest.py's aliases are declared before the plugin's own options:
     a default of their own (once SUPPRESS) then broke every run at start-up."""
-    proc = run_pytest("-p", "pytest_benchmark.plugin", "--collect-only", "bench/test_matmul.py", "--device", "cpu",
-                      "--telemetry-interval-ms", "0", env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    proc = run_pytest_in_process("-p", "pytest_benchmark.plugin", "--collect-only", "bench/test_matmul.py", "--device",
+                                 "cpu", "--telemetry-interval-ms", "0")
     assert proc.returncode == 0 and "collected" in proc.stdout, proc.tail()
