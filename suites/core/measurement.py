@@ -39,6 +39,7 @@ class Measurement:
     rounds: list[Measurement] = field(default_factory=list)  # when pooled: each round's own measurement
     sample_overhead_s: float | None = None  # an empty sample's wall time, kept under 1 % of a sample (calibrate)
     gc_disabled: bool = False  # the garbage collector was off while the samples were taken (sample_until_stopped)
+    kind: str = "op"  # the case's kind (suites/core/cases.py): a `step`'s timeout may converge on few samples
 
     @property
     def median_s(self) -> float:
@@ -55,7 +56,8 @@ class Measurement:
 
     @property
     def converged(self) -> bool:
-        return converged(self.stop_reason, self.rel_iqr, self.rule, pooled=bool(self.rounds))
+        return converged(self.stop_reason, self.rel_iqr, self.rule, pooled=bool(self.rounds),
+                         long_samples=len(self.samples_s) if self.kind == "step" else None)
 
     @property
     def host_bound(self) -> bool | None:

@@ -49,7 +49,7 @@ from suites.core.samplers import (
     plan_hold,
     repeat,
 )
-from suites.core.stopping import Stopping, StopRule
+from suites.core.stopping import MIN_LONG_SAMPLES, Stopping, StopRule
 
 
 def needs_flush(device: torch.device, kind: str, cold: bool) -> bool:
@@ -228,14 +228,25 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     m = Measurement(took.sampled.samples, took.timer, took.calls, took.sampled.reason, rule, warm.calls,
                     held is not None and flush is not None, device.type, enqueues_s=took.sampled.enqueues,
                     hold_s=held.hold_s if held else None, dropped_samples=took.dropped, notes=notes,
-                    sample_overhead_s=calibration.overhead_s, gc_disabled=True,
+                    sample_overhead_s=calibration.overhead_s, gc_disabled=True, kind=kind,
                     contention=took.probe.finish(torch.get_num_threads()))
     if m.stop_reason == "plateau" and not m.converged:
         m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "
                        f"x the {rule.target_rel_iqr:g} target: not converged")
+    if (note := long_step_note(m)) is not None:
+        m.notes.append(note)
     if (note := thread_pool_note(m.contention, device.type)) is not None:
         m.notes.append(note)
     return m
+
+
+def long_step_note(m: Measurement) -> str | None:
+    """What a step that converged at the timeout says: on how many samples, fewer than the rule asks for."""
+    if m.kind != "step" or m.stop_reason != "timeout" or not m.converged:
+        return None
+    return (f"converged at the {m.rule.timeout_s:g} s timeout on {len(m.samples_s)} samples of "
+            f"{m.median_s:.3g} s (fewer than the rule's {m.rule.min_samples}; at least {MIN_LONG_SAMPLES} within "
+            f"the {m.rule.target_rel_iqr:g} target, rel-IQR {m.rel_iqr:.3g})")
 
 
 def thread_pool_note(load: host_load.Contention | None, device_type: str) -> str | None:
