@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 
+from suites.core.cases import Case
 from suites.core.profiles import rules
 from suites.core.runner import _measurement_info
 from suites.core.samplers import (
@@ -352,3 +353,21 @@ def test_a_cold_graph_sample_too_long_for_the_launch_queue_is_split_too():
     assert m.timer == "cuda_graph" and m.l2_flush and 1 < 4 * m.calls_per_sample < 64
     assert any("launch queue" in note for note in m.notes)
     assert m.median_s == pytest.approx(3e-6, rel=EXACT)
+
+
+def test_a_cold_kernel_under_the_events_resolution_says_its_spread_is_a_resolution_limit():
+    """A 1.3 us kernel timed cold, its durations and the flush's varying by 1 % (each window at a random phase
+    against the events' 0.5 us steps): 25 windows a sample spread by a rel-IQR of about 6 % from the steps alone,
+    and the case ends on a plateau, unconverged. It says so as a limit of the timer, not as the kernel's noise; a
+    kernel that is noisy itself, at the same rule, does not."""
+    gpu = VirtualGpu(event_resolution_s=0.5e-6, flush_s=50e-6, jitter=0.01)
+    m = measure(_op(gpu, Kernel("small", 0.5e-6, cold_s=1.3e-6)), CUDA, rules("full").stop, cold=True, backend=gpu)
+    assert m.stop_reason == "plateau" and not m.converged and m.median_s == pytest.approx(1.3e-6, rel=0.02)
+    assert m.resolution_limited and m.resolution_rel_iqr ** 2 > 0.5 * m.rel_iqr ** 2
+    assert _measurement_info(Case("t", "t", {}, build=None), m)["resolution_limited"] is True
+    assert any(note.startswith("a resolution limit, not noise: the events' 0.5 us steps") for note in m.notes)
+    noisy = VirtualGpu(event_resolution_s=0.5e-6, jitter=0.2)
+    n = measure(_op(noisy, Kernel("noisy", 20e-6)), CUDA, rules("full").stop, backend=noisy)
+    assert not n.converged and not n.resolution_limited
+    assert "resolution_limited" not in _measurement_info(Case("t", "t", {}, build=None), n)
+    assert not any("resolution limit" in note for note in n.notes)

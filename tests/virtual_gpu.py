@@ -32,12 +32,17 @@ What it models, as CUDA specifies it or as GPUs are seen to behave (not canned r
 - a power cap (`PowerCap`): the SM clock falls from its boost towards a capped clock as the device's recent busy
   share rises, so a dense loop of kernels runs at a lower clock than a duty-cycled one. Work kernels and the
   flush count as busy; the spin (one thread) and events do not draw power.
+- jitter: with `jitter`, every work item's device time (a kernel, the flush, a copy) is off by a random share of
+  it (normal, that standard deviation, seeded), as a real GPU's durations vary by tens of nanoseconds from call to
+  call: against the events' 0.5 us steps it puts each window at a random phase, where exact durations would put
+  every window at the same one and hide the steps' spread;
 Every option is off by default, so that a test states which of them its answer depends on.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +86,8 @@ class VirtualGpu:
     queue_depth: int | None = None  # launches a stream holds before the host blocks (None: unbounded)
     malloc_s: float = 20e-6  # host cost of growing the allocator's reserve, beyond the wait for the device
     power_cap: PowerCap | None = None
+    jitter: float = 0.0  # relative standard deviation of every work item's device time
+    seed: int = 0
     host: float = 0.0  # host clock, seconds
     tails: dict[Stream, float] = field(default_factory=dict)  # device time at which each stream's work ends
     pending: dict[Stream, deque] = field(default_factory=dict)  # per stream: device end times of queued items
@@ -93,6 +100,10 @@ class VirtualGpu:
     heat: float = 0.0  # device 0's busy share, exponentially averaged (PowerCap)
     heat_at: float = 0.0  # device time `heat` was last brought up to
     _flush: Callable[[], None] | None = None
+    rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
 
     @property
     def tail(self) -> float:
@@ -205,6 +216,8 @@ class VirtualGpu:
         time follows the SM clock (a kernel) rather than the memory (a flush, a copy)."""
         start = self._start_on(stream, host_cost, counts)
         clock = self._clock_at(start) if scales and stream[0] == 0 else self.clock_hz
+        if self.jitter and duration > 0:
+            duration *= max(0.0, 1 + self.rng.gauss(0.0, self.jitter))
         return self._put(stream, name, start, duration * self.clock_hz / clock, busy=duration > 0, counts=counts)
 
     def _start_on(self, stream: Stream, host_cost: float, counts: bool = True) -> float:

@@ -126,6 +126,8 @@ def _measurement_info(case: Case, m: Measurement) -> dict:
         info["sample_overhead_s"] = m.sample_overhead_s
     if m.stop_reason != "once":
         info |= {"converged": m.converged, "rel_iqr": m.rel_iqr}
+    if m.resolution_limited:
+        info["resolution_limited"] = True
     if case.kind == "op":
         info["device_s"] = m.median_s
     elif case.kind == "step":

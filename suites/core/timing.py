@@ -40,6 +40,7 @@ from suites.core.backends import Backend, TorchBackend
 from suites.core.calibration import MAX_CALLS_PER_SAMPLE, MAX_COLD_CALLS_PER_SAMPLE, WarmUp, calibrate, warm_up
 from suites.core.measurement import Measurement
 from suites.core.samplers import (
+    EVENT_RESOLUTION_S,
     EnqueueWaitsOnDevice,
     HeldSampler,
     NothingOnTimedStream,
@@ -233,11 +234,23 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     if m.stop_reason == "plateau" and not m.converged:
         m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "
                        f"x the {rule.target_rel_iqr:g} target: not converged")
+    if m.resolution_limited:
+        m.notes.append(resolution_note(m))
     if (note := long_step_note(m)) is not None:
         m.notes.append(note)
     if (note := thread_pool_note(m.contention, device.type)) is not None:
         m.notes.append(note)
     return m
+
+
+def resolution_note(m: Measurement) -> str:
+    """What a measurement whose spread is the events' resolution says: a limit of the timer, not noise."""
+    windows = f"{m.calls_per_sample} cold calls, each between its own pair" if m.l2_flush else (
+        f"{m.calls_per_sample} call(s) between one pair")
+    return (f"a resolution limit, not noise: the events' {EVENT_RESOLUTION_S * 1e6:g} us steps alone can spread "
+            f"samples of {windows} of events around {m.median_s * 1e6:.3g} us per call by a rel-IQR of up to "
+            f"{m.resolution_rel_iqr:.3g}, most of the {m.rel_iqr:.3g} measured: the spread is the timer's, and more "
+            "samples would not converge it")
 
 
 def long_step_note(m: Measurement) -> str | None:
