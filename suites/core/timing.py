@@ -10,7 +10,8 @@ Three kinds of case are timed three ways (`Case.kind`):
   whose enqueue itself waits on the device (a host sync inside, `.item()`, a copy from pageable memory) outlasts
   every hold even so: after `WAIT_CONFIRMATIONS` such samples in a row, or one at the longest hold, it is timed on
   the wall clock instead, with a note; so is an op whose events see no more device time than an empty pair of
-  events (its work runs on another stream or device). A CUDA graph is replayed once before its samples (its first
+  events (its work runs on another stream or device), and one whose work goes on after its window on the current
+  stream has ended (part of it runs elsewhere). A CUDA graph is replayed once before its samples (its first
   replay uploads it). A cold op flushes the L2 before every call (the flushes between its calls count towards
   `min_time_s`, as device time the measurement took). On a CPU the same loop runs on the wall clock.
 - `step` (a training step): the wall time of `reps` steps between two synchronizations, host overheads, syncs
@@ -44,6 +45,7 @@ from suites.core.samplers import (
     EnqueueWaitsOnDevice,
     HeldSampler,
     NothingOnTimedStream,
+    PartlyOffTimedStream,
     Sample,
     WallSampler,
     empty_window_s,
@@ -160,8 +162,9 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
 
     A sample that outlasts every hold with several calls may be one that fills CUDA's launch queue behind the
     spin (about 1024 launches: the host blocks until the spin ends): the calls per sample are halved and the op
-    held again, down to one call. A sample that still outlasts its hold waits on the device, and one whose
-    events saw no work ran its work elsewhere: both are timed between synchronizations."""
+    held again, down to one call. A sample that still outlasts its hold waits on the device, one whose events
+    saw no work ran its work elsewhere, and one whose work goes on after its window (checked once, after the
+    first sample) ran part of it elsewhere: all are timed between synchronizations."""
     replay = _graphed(fn, 1 if flush else reps, backend, notes) if graph else None
     timer = "cuda_event" if replay is None else "cuda_graph"
     empty = None if ranks is not None else empty_window_s(backend)
@@ -190,6 +193,10 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
             notes.append(f"the events on the current stream saw no work in the calls ({exc}): the op works on "
                          "another stream or device, or on none; timed on the wall clock between synchronizations "
                          "of every device this process uses instead")
+        except PartlyOffTimedStream as exc:
+            notes.append(f"part of the calls' work ran off the current stream ({exc}): its events would time only "
+                         "the part on it; timed on the wall clock between synchronizations of every device this "
+                         "process uses instead")
         else:
             if reps < planned:
                 notes.append(f"{planned} calls per sample outlasted every hold: more launches than CUDA's launch "
