@@ -38,6 +38,9 @@ from typing import Protocol
 import numpy as np
 
 STOP_REASONS = ("target", "plateau", "timeout", "once", "count")
+# Warm-up calls of ranks in lockstep, as nccl-tests' -w 5: the first call meets the ranks wherever they were, the
+# ones after it run aligned, so that the fastest of them is the call's own time (the calls per sample follow it).
+LOCKSTEP_WARMUP_CALLS = 5
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,10 @@ class StopRule:
     warmup_calls: int = 2
 
     def counted(self, samples: int) -> StopRule:
-        """A rule every rank stops at together: two warm-up calls, one call per sample, exactly `samples`."""
-        return dataclasses.replace(self, count=samples, warmup_s=0.0, min_sample_s=0.0)
+        """A rule every rank stops at together: LOCKSTEP_WARMUP_CALLS warm-up calls, calls per sample not
+        calibrated (one, or the count the ranks agree on: suites/core/timing.py), exactly `samples`."""
+        return dataclasses.replace(self, count=samples, warmup_s=0.0, min_sample_s=0.0,
+                                   warmup_calls=max(self.warmup_calls, LOCKSTEP_WARMUP_CALLS))
 
 
 def rel_iqr(samples: Sequence[float]) -> float:

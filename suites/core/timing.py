@@ -29,6 +29,7 @@ every sample, and `measure`, which puts them together.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +68,22 @@ class Ranks(Protocol):
     def before_sample(self) -> None: ...  # lines the ranks up, outside the timed window
 
     def agree(self, seconds: float) -> float: ...  # the largest value any rank offers (every rank's hold)
+
+
+# Ranks leave their barrier 5-30 us apart; the earliest rank's first collective waits inside its window for the
+# latest, and the figure is the slowest rank's sample. As nccl-tests times its iterations (-n 20 between one pair
+# of events), an op's sample under torchrun is this many back-to-back calls after the barrier, which spreads that
+# skew over them: a 10-40 us collective read 1.2-2x nccl-tests' time with one call per sample.
+LOCKSTEP_CALLS = 20
+# Fewer calls where 20 would last longer than this (a GiB on a slow link): the skew is then a small share of one.
+LOCKSTEP_SAMPLE_S = 20e-3
+
+
+def lockstep_calls(call_s: float, ranks: Ranks) -> int:
+    """The calls of every sample of an op under torchrun, the same on every rank: LOCKSTEP_CALLS, or as many as
+    fill LOCKSTEP_SAMPLE_S at the slowest rank's call time (at least one)."""
+    slowest_s = ranks.agree(call_s)
+    return max(1, min(LOCKSTEP_CALLS, int(LOCKSTEP_SAMPLE_S // slowest_s) if slowest_s > 0 else LOCKSTEP_CALLS))
 
 
 def _after(first: Callable[[], object], fn: Callable[[], object]) -> Callable[[], None]:
@@ -214,7 +231,8 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     `cold` flushes L2 before every call; `graph` replays a CUDA graph of the batched calls (of each call, cold).
     Both apply to CUDA ops only, and the record says what ran. With `ranks` (torchrun), each sample is preceded by
     their barrier, outside the timed window, every sample is kept and the hold is agreed, so that every rank
-    calls `fn` as often and starts each sample as the others do."""
+    calls `fn` as often and starts each sample as the others do; an op's sample then holds `lockstep_calls` calls
+    back to back (a step's one)."""
     backend = backend or TorchBackend(device)
     cuda_op = device.type == "cuda" and kind == "op"
     flush = backend.l2_flush() if needs_flush(device, kind, cold) else None
@@ -222,6 +240,8 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     warm = warm_up(unit, backend, rule.warmup_s, rule.warmup_calls)
     calibration = calibrate(unit, backend, rule, warm,
                             most=MAX_CALLS_PER_SAMPLE if flush is None else MAX_COLD_CALLS_PER_SAMPLE)
+    if ranks is not None and kind == "op" and rule.calls is None:
+        calibration = dataclasses.replace(calibration, calls=lockstep_calls(warm.call_s, ranks))
     notes: list[str] = []
     if cuda_op:
         took = _on_events(fn, flush, graph, calibration.calls, warm, backend, rule, ranks, notes)
