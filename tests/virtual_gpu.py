@@ -36,7 +36,12 @@ What it models, as CUDA specifies it or as GPUs are seen to behave (not canned r
   it (normal, that standard deviation, seeded), as a real GPU's durations vary by tens of nanoseconds from call to
   call: against the events' 0.5 us steps it puts each window at a random phase, where exact durations would put
   every window at the same one and hide the steps' spread;
-Every option is off by default, so that a test states which of them its answer depends on.
+- host hiccups: with `hiccup_p`, every host call (a launch, an event record, a replay) is delayed by `hiccup_s`
+  with that probability (seeded), as a real host is by preemptions, page faults and interrupts;
+- an event's own device time (`event_device_s`): a real GPU spends about a microsecond on a timestamp, so an empty
+  pair of events reads about 1 us on Hopper, not 0;
+Every option is off by default, so that a test states which of them its answer depends on (`REALISTIC` sets the
+costs a current GPU and host are seen to have, for the tests of tests/gpu_bounds.py's bounds).
 """
 
 from __future__ import annotations
@@ -87,6 +92,9 @@ class VirtualGpu:
     malloc_s: float = 20e-6  # host cost of growing the allocator's reserve, beyond the wait for the device
     power_cap: PowerCap | None = None
     jitter: float = 0.0  # relative standard deviation of every work item's device time
+    hiccup_p: float = 0.0  # probability that a host call is delayed by hiccup_s
+    hiccup_s: float = 0.0
+    event_device_s: float = 0.0  # device time of an event record
     seed: int = 0
     host: float = 0.0  # host clock, seconds
     tails: dict[Stream, float] = field(default_factory=dict)  # device time at which each stream's work ends
@@ -221,9 +229,11 @@ class VirtualGpu:
         return self._put(stream, name, start, duration * self.clock_hz / clock, busy=duration > 0, counts=counts)
 
     def _start_on(self, stream: Stream, host_cost: float, counts: bool = True) -> float:
-        """The host pays for the launch, waits for a slot in the stream's launch queue, and the work starts when
-        the stream is free and the launch has happened."""
+        """The host pays for the launch (and now and then a hiccup), waits for a slot in the stream's launch queue,
+        and the work starts when the stream is free and the launch has happened."""
         self.host += host_cost
+        if self.hiccup_p and host_cost > 0 and self.rng.random() < self.hiccup_p:
+            self.host += self.hiccup_s
         queue = self.pending.setdefault(stream, deque())
         while queue and queue[0] <= self.host:
             queue.popleft()
@@ -271,7 +281,7 @@ class VirtualEvent:
         self.at: float | None = None
 
     def record(self) -> None:
-        self.at = self.gpu._enqueue(CURRENT, "event", 0.0, self.gpu.launch_s)
+        self.at = self.gpu._enqueue(CURRENT, "event", self.gpu.event_device_s, self.gpu.launch_s, scales=False)
 
     def query(self) -> bool:
         return self.at is not None and self.at <= self.gpu.host
@@ -288,3 +298,13 @@ class VirtualEvent:
     def _stamp(self, at: float) -> float:
         resolution = self.gpu.event_resolution_s
         return math.floor(at / resolution) * resolution if resolution else at
+
+
+def realistic(**overrides) -> VirtualGpu:
+    """A GPU and host with the costs a current one is seen to have: 5 us launches (the spin, events, a replay),
+    a graph's first replay uploading for 300 us, events in 0.5 us steps that spend 1 us of device time each
+    (an empty pair reads about 1 us on Hopper), durations varying by 1 %, and a host hiccup of 50 us in one call
+    of 200 (a preemption, a page fault); the launch queue is bounded where a test says so."""
+    settings = dict(launch_s=5e-6, graph_upload_s=300e-6, event_resolution_s=0.5e-6, event_device_s=1e-6,
+                    jitter=0.01, hiccup_p=0.005, hiccup_s=50e-6) | overrides
+    return VirtualGpu(**settings)
