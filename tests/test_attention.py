@@ -201,3 +201,56 @@ def test_on_cuda_flash_needs_less_memory_than_naive_and_both_match_float64():
         assert result.status == "ok", result.reason
         assert result.figures["peak_mem_bytes"] > 0
     assert results["naive"].figures["peak_mem_bytes"] > 4 * results["flash"].figures["peak_mem_bytes"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("scale", [1.0, 1 / (16384 * 1.6487)], ids=["normal", "p_at_16k_tokens"])
+def test_the_rounding_model_is_torchs_rounding_subnormals_included(dtype, scale):
+    """The model's spacing and variance against torch's own rounding of the values the model reasons about:
+    unit normals, and P at 16k tokens (exp(z) / (16384 e^(1/2))), mostly float16 subnormals."""
+    import numpy as np
+
+    from suites.ops.attention_error import FORMATS, relative_rounding
+
+    z = torch.randn(2**20, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = z if scale == 1.0 else torch.exp(z) * scale
+    measured = float(torch.linalg.vector_norm(x.to(getattr(torch, dtype)).double() - x) / torch.linalg.vector_norm(x))
+    assert measured == pytest.approx(relative_rounding(x.numpy(), FORMATS[dtype]), rel=0.05)
+    if dtype == "float16" and scale != 1.0:  # most of P at 16k tokens is subnormal: a fifth more than normal
+        assert measured > 1.1 * relative_rounding(np.exp(z.numpy()), FORMATS[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("dims", "causal", "pass_"), [((1, 2, 256, 64), False, "fwd_bwd"),
+                                                       ((1, 2, 512, 128), True, "fwd_bwd"),
+                                                       ((1, 1, 1024, 64), False, "fwd")])
+def test_the_naive_error_model_is_what_float64_measures(dtype, dims, causal, pass_):
+    """Naive attention in 16 bits on this CPU (its gemms sum in float32: one part) against float64: the model's
+    figure within 40 % of the error measured (0.7-1.06 x at 128-4096 tokens), and the case's tolerance above
+    both."""
+    from suites.ops.attention_error import naive_error
+
+    torch.set_num_threads(1)
+    shape = AttentionShape(*dims)
+    case = attention.make_case("naive", dtype, Point(shape, causal, pass_))
+    measured = case.build(torch.device("cpu")).error_rel()
+    model = naive_error(dtype, shape.seq, shape.head_dim, pass_ == "fwd_bwd")
+    assert 0.6 * model <= measured <= 1.4 * model
+    assert measured < case.tolerance
+
+
+def test_the_tolerance_of_naive_16_bit_attention_covers_its_error_model_at_every_size():
+    """float16's P and dS fall into its subnormals from about 8k tokens: the tolerance of every naive 16-bit case
+    is at least MARGIN x the model's error with cuBLAS's sums split into up to SPLITS_BOUND parts, and never
+    below the dtype's; the other implementations keep the dtype's."""
+    from suites.core.precision import TOLERANCE
+    from suites.ops.attention_error import MARGIN, SPLITS_BOUND, naive_error
+
+    for case in attention.cases("full"):
+        dtype, seq, head_dim = case.params["dtype"], int(case.params["seq"]), int(case.params["head_dim"])
+        if case.params["impl"] != "naive" or dtype == "float32":
+            assert case.tolerance == TOLERANCE[dtype]
+            continue
+        model = naive_error(dtype, seq, head_dim, case.params["pass"] == "fwd_bwd", SPLITS_BOUND)
+        assert case.tolerance == max(TOLERANCE[dtype], MARGIN * model)
+    assert naive_error("float16", 65536, 128, True) > 1.5 * naive_error("float16", 2048, 128, True)

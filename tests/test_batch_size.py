@@ -21,6 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 CPU = torch.device("cpu")
 GPT = ModelSpec("gpt", "tiny")
+CNN = ModelSpec("cnn", "tiny")
 
 
 @pytest.mark.parametrize(("text", "expected"), [("2GiB", 2 * 2**30), ("512MiB", 512 * 2**20), ("1.5GB", 1.5e9),
@@ -214,3 +215,63 @@ def test_plot_command_lists_the_batch_plot(tmp_path):
     proc = run_reports_in_process("plot", str(DATA / "batch_size_cpu_quick.json"), "-o", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert [Path(line).name for line in proc.stdout.split()] == ["batch_size_gpt-tiny_AMD-EPYC-2-threads.png"]
+
+
+# What torch's cuDNN paths raise near the memory limit, as the CUDA build words them (checked in its libraries below)
+CUDNN_EDGE = ("FIND was unable to find an engine to execute this computation",
+              "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR", "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED")
+
+
+@pytest.fixture
+def cudnn_fails_from(request):
+    """Every forward of a module with a batch of at least `request.param[0]` samples raises cuDNN's message
+    `request.param[1]`, as a convolution without an engine whose workspace fits does near the memory limit."""
+    least, message = request.param
+
+    def hook(module, args, output):
+        if args and isinstance(args[0], torch.Tensor) and args[0].dim() > 1 and args[0].shape[0] >= least:
+            raise RuntimeError(message)
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    yield least
+    handle.remove()
+
+
+@pytest.mark.parametrize("cudnn_fails_from", [(5, m) for m in CUDNN_EDGE], indirect=True, ids=CUDNN_EDGE)
+def test_cudnn_failing_at_the_memory_edge_ends_the_search_as_out_of_memory(cudnn_fails_from):
+    """ResNet-50 near the memory limit: cuDNN finds no engine (or fails inside) from batch 5 on. Inside a search
+    try, above a batch that fit, that is the memory edge: the search ends at 4, the failed tries saying why."""
+    found = largest_batch(lambda b: try_batch(CNN, "fp32", False, b, CPU, None), cap=64)
+    assert found.largest == cudnn_fails_from - 1 and found.exact
+    refused = [t for t in found.tries if not t.fits]
+    assert refused and all(t.reason.startswith("taken as out of memory at the memory edge (a smaller batch fit): ")
+                           for t in refused)
+
+
+@pytest.mark.parametrize("cudnn_fails_from", [(1, CUDNN_EDGE[1])], indirect=True)
+def test_cudnn_failing_at_batch_1_or_outside_a_search_stays_an_error(cudnn_fails_from):
+    """At batch 1 nothing fit before, so memory is not the likely cause: the try raises. Outside a search try (a
+    sweep's case, any other case) the same message is an `error` of the case."""
+    from suites.core.runner import execute
+    from suites.harness.bench_session import SMOKE
+
+    with pytest.raises(RuntimeError, match="CUDNN_STATUS_INTERNAL_ERROR"):
+        try_batch(CNN, "fp32", False, 1, CPU, None)
+    sweep = batch_size.sweep_case(CNN, "fp32", 2, "quick", None)
+    result = execute(sweep, CPU, SMOKE)
+    assert result.status == "error" and "CUDNN_STATUS_INTERNAL_ERROR" in result.reason
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="needs torch's CUDA build (it runs on a CPU): its libraries")
+def test_the_cuda_builds_libraries_word_the_memory_edge_as_recognised():
+    """The messages `at_memory_edge` reads are the CUDA build's own: torch's "GET/FIND was unable to find an engine
+    to execute this computation" and "cuDNN error: " with cuDNN's status names (cudnnGetErrorString)."""
+    from suites.core.runner import _MEMORY_EDGE_MARKERS
+
+    site = Path(torch.__file__).parent
+    libraries = [*site.glob("lib/libtorch_cuda*.so*"), *site.parent.glob("nvidia/cudnn/lib/libcudnn*.so*")]
+    assert libraries
+    text = b"".join(path.read_bytes() for path in libraries).lower()
+    for marker in _MEMORY_EDGE_MARKERS:
+        assert marker.encode() in text, marker
+    assert b"cudnn error: " in text

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from suites.core import timing
 from suites.core.cases import Unsupported
 from suites.core.measurement import Measurement
 from suites.core.profiles import rules
@@ -34,28 +35,42 @@ def test_unknown_collective_is_an_error():
 
 
 class Barriers:
-    """Counts the barriers; a CPU case has no hold to agree on."""
+    """Counts the barriers; agrees on what this one rank offers (the slowest call time of one rank is its own)."""
 
-    def __init__(self, log: list) -> None:
-        self.log = log
+    def __init__(self, log: list, agreed: list | None = None) -> None:
+        self.log, self.agreed = log, agreed if agreed is not None else []
 
     def before_sample(self) -> None:
         self.log.append(1)
 
     def agree(self, seconds: float) -> float:
-        raise AssertionError("a CPU case has no stream hold")
+        self.agreed.append(seconds)
+        return seconds
 
 
-@pytest.mark.parametrize("work", [lambda: None, lambda: torch.randn(300, 300) @ torch.randn(300, 300)],
-                         ids=["instant", "matmul"])
-def test_lockstep_rule_takes_the_same_number_of_calls_whatever_the_timing(work):
-    """Collectives inside the workload must be called as often on every rank: 2 warm-up calls, 1 call per
-    sample, exactly `samples` samples, however fast or noisy the calls are."""
+@pytest.mark.parametrize("work", [lambda: None, lambda: sum(range(2000))],
+                         ids=["instant", "busy"])  # both well under a millisecond: 20 calls fit in 20 ms
+@pytest.mark.parametrize(("kind", "per_sample"), [("op", timing.LOCKSTEP_CALLS), ("step", 1)])
+def test_lockstep_rule_takes_the_same_number_of_calls_whatever_the_timing(work, kind, per_sample):
+    """Collectives inside the workload must be called as often on every rank: 5 warm-up calls, exactly `samples`
+    samples, however fast or noisy the calls are, each of an op's samples 20 calls back to back (nccl-tests' -n
+    20), each of a step's one step."""
     calls, barriers = [], []
     m = measure(lambda: calls.append(work()), torch.device("cpu"), rules("quick").stop.counted(7),
-                ranks=Barriers(barriers))
-    assert (len(m.samples_s), m.calls_per_sample, m.warmup_calls, m.stop_reason) == (7, 1, 2, "count")
-    assert (len(calls), len(barriers)) == (9, 7)
+                ranks=Barriers(barriers), kind=kind)
+    assert (len(m.samples_s), m.calls_per_sample, m.warmup_calls, m.stop_reason) == (7, per_sample, 5, "count")
+    assert (len(calls), len(barriers)) == (5 + 7 * per_sample, 7)
+
+
+@pytest.mark.parametrize(("slowest_s", "calls"), [(1e-5, 20), (1e-3, 20), (2e-3, 10), (7e-3, 2), (0.5, 1)])
+def test_a_long_collective_takes_fewer_calls_per_sample_agreed_on_the_slowest_rank(slowest_s, calls):
+    """20 calls of a 10 us or 1 ms collective; as many as fill 20 ms of a longer one (the barrier's skew is then a
+    small share of one call), on every rank the count the slowest rank's call time gives."""
+    class Slowest(Barriers):
+        def agree(self, seconds: float) -> float:
+            return max(seconds, slowest_s)
+
+    assert timing.lockstep_calls(1e-6, Slowest([])) == calls
 
 
 def _agree_and_reduce(rank: int, init: str, out: str) -> None:
@@ -143,6 +158,21 @@ def test_the_figure_is_the_slowest_ranks(collectives_run):
         algbw = info["message_bytes"] / median / 1e9
         assert info["algbw_gbps"] == pytest.approx(algbw)
         assert info["busbw_gbps"] == pytest.approx(algbw * collectives.bus_factor(info["op"], 2))
+
+
+@slow
+def test_a_collectives_sample_spreads_the_ranks_skew_over_its_calls(tmp_path):
+    """Rank 1 leaves every barrier 50 ms after rank 0 (hosts leave it 5-30 us apart; 50 ms stands out of gloo's
+    own time on this loaded machine, 0.3-4 ms a call): rank 0's first call of each sample waits for it inside its
+    window, and the figure is the slowest rank's. With one call per sample a 4 KiB all_reduce read at least the
+    50 ms; calls back to back between one pair of events, as nccl-tests times them (20, or as many as fill 20 ms
+    of the slowest rank's warm-up call), spread it over them."""
+    proc = run_torchrun("tests/data/distributed/skewed_ranks.py", "--benchmark-only", "--bench-profile", "quick",
+                        json_path=tmp_path / "skewed.json")
+    assert proc.returncode == 0, proc.tail()
+    [entry] = proc.json["benchmarks"]
+    assert entry["extra_info"]["calls_per_sample"] > 1
+    assert entry["stats"]["median"] < 50e-3 / 2
 
 
 @slow

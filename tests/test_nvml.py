@@ -229,3 +229,47 @@ def test_a_bench_run_on_auto_stops_in_one_line_before_its_first_case(gpu_box):
     assert len(errors) == 1 and "driver 570.86.15" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "passed" not in proc.stdout
+
+
+@no_gpu_torch
+def test_the_drivers_device_files_stand_for_gpus_that_nvml_cannot_be_asked_about(tmp_path, monkeypatch):
+    """A container started without the driver's `utility` capability: no NVML library, yet /dev/nvidia0 and
+    /dev/nvidia1 are there. `auto` measured this GPU box's CPU; now it stops with one line naming the files."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(nvml, "nvml", lambda: (None, "NVML could not be initialised: NVML Shared Library Not Found"))
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    monkeypatch.setattr(devices, "DEVICE_FILES", str(tmp_path / "nvidia[0-9]*"))
+    for option in ("auto", "cuda"):
+        with pytest.raises(devices.DeviceError) as err:
+            devices.resolve(option)
+        message = str(err.value)
+        assert len(message.splitlines()) == 1
+        assert message.startswith(f"--device {option}: the NVIDIA driver's device files {tmp_path}/nvidia0, "
+                                  f"{tmp_path}/nvidia1 are here but NVML cannot be asked (NVML could not be "
+                                  f"initialised: NVML Shared Library Not Found) and torch {torch.__version__} sees "
+                                  "no GPU: ")
+    assert devices.resolve("cpu") == torch.device("cpu")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # hidden on purpose: the CPU, as asked
+    assert devices.resolve("auto") == torch.device("cpu")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(devices, "DEVICE_FILES", str(tmp_path / "none[0-9]*"))  # no GPU at all: the CPU, quietly
+    assert devices.resolve("auto") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("main", ["suites.training.memory_budget:main", "suites.training.autocast_audit:main",
+                                  "suites.gpu_check.crosscheck:main", "suites.training.advise:main",
+                                  "suites.gpu_check.command:main"])
+def test_no_command_line_defaults_to_the_cpu_where_auto_would_find_a_gpu(main, gpu_box, capsys):
+    """Each command resolves its --device through devices.resolve, `auto` unless told: on a box whose GPU torch
+    cannot use (NVML answering as an H200 box) each stops in one line and exit 2, where three of them measured
+    the CPU by default."""
+    import importlib
+
+    module, name = main.split(":")
+    if torch.cuda.is_available():
+        pytest.skip("torch uses a GPU here: auto finds it")
+    args = {"suites.training.advise:main": ["examples/conv_model.py"], "suites.gpu_check.command:main": ["--plan"]}
+    status = getattr(importlib.import_module(module), name)(args.get(main, []))
+    err = capsys.readouterr().err
+    assert status == 2 and "NVML sees 1 GPU (NVIDIA H200)" in err and len(err.strip().splitlines()) == 1

@@ -266,3 +266,32 @@ def test_a_contended_cpu_case_on_several_threads_says_its_time_may_be_the_schedu
     assert thread_pool_note(Contention([waited] * 5, 6.0, threads=1, cpus=2), "cpu") is None  # no pool to wait on
     assert thread_pool_note(Contention([quiet] * 5, 0.1, threads=2, cpus=2), "cpu") is None
     assert thread_pool_note(Contention([waited] * 5, 6.0, threads=2, cpus=2), "cuda") is None
+
+
+def _steady_step(gpu: VirtualGpu, step_s: float, spread: float):
+    """A training step of `step_s` on the virtual host clock, each one off by up to `spread` of it (seeded)."""
+    rng = random.Random(0)
+
+    def step() -> None:
+        gpu.host += step_s * (1 + rng.uniform(-spread, spread))
+    return step
+
+
+@pytest.mark.parametrize(("step_s", "spread", "kind", "expected"), [
+    (2.0, 0.002, "step", True),  # 8 samples of 2 s, 0.2 % apart: a measurement
+    (2.0, 0.05, "step", False),  # 8 samples 5 % apart: not one
+    (8.0, 0.002, "step", False),  # 2 samples: too few to know a spread from
+    (2.0, 0.002, "op", False),  # an op that slow has no such exit: its timeout stays unconverged
+])
+def test_a_long_steps_timeout_converges_on_few_samples_within_the_target(step_s, spread, kind, expected):
+    """The full rule asks for 10 samples inside 15 s: a step of 2 s gets 7, one of 6 s gets 2. A steady step of
+    seconds ends on `timeout` and is converged on its 3 or more samples, saying on how many; a spread past the
+    target, fewer than 3 samples, or an op is not."""
+    gpu = VirtualGpu()
+    rule = rules("full").stop
+    m = measure(_steady_step(gpu, step_s, spread), CPU, rule, kind=kind, backend=gpu)
+    assert m.stop_reason == "timeout" and len(m.samples_s) < rule.min_samples
+    assert m.converged is expected
+    said = [note for note in m.notes if "converged at the 15 s timeout" in note]
+    assert said == ([f"converged at the 15 s timeout on {len(m.samples_s)} samples of {m.median_s:.3g} s (fewer than "
+                     f"the rule's 10; at least 3 within the 0.01 target, rel-IQR {m.rel_iqr:.3g})"] if expected else [])

@@ -32,12 +32,22 @@ What it models, as CUDA specifies it or as GPUs are seen to behave (not canned r
 - a power cap (`PowerCap`): the SM clock falls from its boost towards a capped clock as the device's recent busy
   share rises, so a dense loop of kernels runs at a lower clock than a duty-cycled one. Work kernels and the
   flush count as busy; the spin (one thread) and events do not draw power.
-Every option is off by default, so that a test states which of them its answer depends on.
+- jitter: with `jitter`, every work item's device time (a kernel, the flush, a copy) is off by a random share of
+  it (normal, that standard deviation, seeded), as a real GPU's durations vary by tens of nanoseconds from call to
+  call: against the events' 0.5 us steps it puts each window at a random phase, where exact durations would put
+  every window at the same one and hide the steps' spread;
+- host hiccups: with `hiccup_p`, every host call (a launch, an event record, a replay) is delayed by `hiccup_s`
+  with that probability (seeded), as a real host is by preemptions, page faults and interrupts;
+- an event's own device time (`event_device_s`): a real GPU spends about a microsecond on a timestamp, so an empty
+  pair of events reads about 1 us on Hopper, not 0;
+Every option is off by default, so that a test states which of them its answer depends on (`REALISTIC` sets the
+costs a current GPU and host are seen to have, for the tests of tests/gpu_bounds.py's bounds).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +91,11 @@ class VirtualGpu:
     queue_depth: int | None = None  # launches a stream holds before the host blocks (None: unbounded)
     malloc_s: float = 20e-6  # host cost of growing the allocator's reserve, beyond the wait for the device
     power_cap: PowerCap | None = None
+    jitter: float = 0.0  # relative standard deviation of every work item's device time
+    hiccup_p: float = 0.0  # probability that a host call is delayed by hiccup_s
+    hiccup_s: float = 0.0
+    event_device_s: float = 0.0  # device time of an event record
+    seed: int = 0
     host: float = 0.0  # host clock, seconds
     tails: dict[Stream, float] = field(default_factory=dict)  # device time at which each stream's work ends
     pending: dict[Stream, deque] = field(default_factory=dict)  # per stream: device end times of queued items
@@ -93,6 +108,10 @@ class VirtualGpu:
     heat: float = 0.0  # device 0's busy share, exponentially averaged (PowerCap)
     heat_at: float = 0.0  # device time `heat` was last brought up to
     _flush: Callable[[], None] | None = None
+    rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
 
     @property
     def tail(self) -> float:
@@ -205,12 +224,16 @@ class VirtualGpu:
         time follows the SM clock (a kernel) rather than the memory (a flush, a copy)."""
         start = self._start_on(stream, host_cost, counts)
         clock = self._clock_at(start) if scales and stream[0] == 0 else self.clock_hz
+        if self.jitter and duration > 0:
+            duration *= max(0.0, 1 + self.rng.gauss(0.0, self.jitter))
         return self._put(stream, name, start, duration * self.clock_hz / clock, busy=duration > 0, counts=counts)
 
     def _start_on(self, stream: Stream, host_cost: float, counts: bool = True) -> float:
-        """The host pays for the launch, waits for a slot in the stream's launch queue, and the work starts when
-        the stream is free and the launch has happened."""
+        """The host pays for the launch (and now and then a hiccup), waits for a slot in the stream's launch queue,
+        and the work starts when the stream is free and the launch has happened."""
         self.host += host_cost
+        if self.hiccup_p and host_cost > 0 and self.rng.random() < self.hiccup_p:
+            self.host += self.hiccup_s
         queue = self.pending.setdefault(stream, deque())
         while queue and queue[0] <= self.host:
             queue.popleft()
@@ -258,7 +281,7 @@ class VirtualEvent:
         self.at: float | None = None
 
     def record(self) -> None:
-        self.at = self.gpu._enqueue(CURRENT, "event", 0.0, self.gpu.launch_s)
+        self.at = self.gpu._enqueue(CURRENT, "event", self.gpu.event_device_s, self.gpu.launch_s, scales=False)
 
     def query(self) -> bool:
         return self.at is not None and self.at <= self.gpu.host
@@ -275,3 +298,13 @@ class VirtualEvent:
     def _stamp(self, at: float) -> float:
         resolution = self.gpu.event_resolution_s
         return math.floor(at / resolution) * resolution if resolution else at
+
+
+def realistic(**overrides) -> VirtualGpu:
+    """A GPU and host with the costs a current one is seen to have: 5 us launches (the spin, events, a replay),
+    a graph's first replay uploading for 300 us, events in 0.5 us steps that spend 1 us of device time each
+    (an empty pair reads about 1 us on Hopper), durations varying by 1 %, and a host hiccup of 50 us in one call
+    of 200 (a preemption, a page fault); the launch queue is bounded where a test says so."""
+    settings = dict(launch_s=5e-6, graph_upload_s=300e-6, event_resolution_s=0.5e-6, event_device_s=1e-6,
+                    jitter=0.01, hiccup_p=0.005, hiccup_s=50e-6) | overrides
+    return VirtualGpu(**settings)

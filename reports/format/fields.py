@@ -265,6 +265,8 @@ ENTRY: dict[str, Field] = {
     "extra_info.host_bound": Field(FLAG, "host_bound", "the host, not the device, set the time"),
     "extra_info.contended": Field(FLAG, "contended", "other work competed for the host while the case was measured: "
                                   "its figure is marked where its timer includes the host"),
+    "extra_info.resolution_limited": Field(FLAG, "resolution_limited", "an unconverged spread that is the events' "
+                                           "resolution, not the case's noise"),
     "extra_info.rel_iqr": Field(RATIO, "rel_iqr", "the spread of the samples"),
     "extra_info.error_rel": Field(RATIO, "error_rel", "the error against float64"),
     "extra_info.world_size": Field(COUNT, "world_size", "ranks of a collective"),

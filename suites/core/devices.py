@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import platform
 import re
@@ -25,8 +26,9 @@ MIN_DRIVER = {13: 580, 12: 525, 11: 450}
 def resolve(option: str, flag: str = "--device") -> torch.device:
     """`auto` is CUDA when available, else CPU; `cuda` or `cuda:N` without that GPU is an error (its message names
     the option as `flag` spells it). Where NVML sees GPUs that torch cannot use (a wheel built for a newer CUDA
-    than the driver runs, a CPU-only build), `auto` and `cuda` are an error that says why: measuring the CPU of
-    a GPU box unasked would pass for a GPU run. `cpu` asks for the CPU and is never refused."""
+    than the driver runs, a CPU-only build), or where NVML cannot be asked but the driver's device files show
+    GPUs, `auto` and `cuda` are an error that says why: measuring the CPU of a GPU box unasked would pass for a
+    GPU run. `cpu` asks for the CPU and is never refused."""
     if option == "cpu":
         return torch.device("cpu")
     cuda = CUDA_DEVICE.fullmatch(option)
@@ -51,15 +53,40 @@ def hidden_on_purpose() -> bool:
     return os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1")
 
 
+# The device files the NVIDIA driver makes for each GPU it drives (/dev/nvidiactl and /dev/nvidia-uvm are the
+# driver's own): a container started with the GPUs but without the driver's `utility` capability has them and no
+# NVML library, so that NVML's silence alone is no proof that the box has no GPU.
+DEVICE_FILES = "/dev/nvidia[0-9]*"
+
+
+def driver_device_files() -> list[str]:
+    """The per-GPU device files of the NVIDIA driver on this machine, in order."""
+    return sorted(glob.glob(DEVICE_FILES))
+
+
 def unusable_gpus() -> str | None:
-    """Why torch cannot use the GPUs NVML sees on this machine (one line), or None: no GPU here, NVML not
-    answering, or GPUs hidden on purpose. Call it when torch.cuda.is_available() is false."""
+    """Why torch cannot use the GPUs on this machine (one line), or None: no GPU here, or GPUs hidden on purpose.
+    The GPUs are those NVML sees or, where NVML cannot be asked (its library missing or failing to load), the
+    driver's device files. Call it when torch.cuda.is_available() is false."""
     if hidden_on_purpose():
         return None
     seen = nvml.census()
-    if seen is None or seen.count == 0:
-        return None
-    return why_unusable(seen, torch.__version__, torch.version.cuda)
+    if seen is not None and seen.count > 0:
+        return why_unusable(seen, torch.__version__, torch.version.cuda)
+    files = driver_device_files() if seen is None else []
+    return why_unusable_files(files, nvml.nvml()[1], torch.__version__, torch.version.cuda) if files else None
+
+
+def why_unusable_files(files: list[str], nvml_reason: str | None, torch_version: str, wheel_cuda: str | None) -> str:
+    """One line for a machine whose NVIDIA driver made device files for its GPUs while NVML cannot be asked and torch
+    sees no GPU: what is there, and what to check."""
+    shown = ", ".join(files[:4]) + (", ..." if len(files) > 4 else "")
+    head = (f"the NVIDIA driver's device files {shown} are here but NVML cannot be asked"
+            + (f" ({nvml_reason})" if nvml_reason else "") + f" and torch {torch_version} sees no GPU")
+    if wheel_cuda is None:
+        return f"{head}: it is a CPU-only build; install a CUDA build of torch"
+    return (f"{head}: a container started without the driver's libraries (NVIDIA_DRIVER_CAPABILITIES needs compute "
+            f"and utility), /dev/nvidia* permissions, or a driver older than this wheel's CUDA {wheel_cuda} needs")
 
 
 def why_unusable(seen: nvml.Census, torch_version: str, wheel_cuda: str | None) -> str:

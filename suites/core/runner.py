@@ -79,6 +79,23 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(marker in text for marker in _OOM_MARKERS)
 
 
+# How cuDNN fails near the memory limit without saying so: no engine whose workspace fits ("GET/FIND was unable to
+# find an engine ..." from torch's cuDNN v8 API), or a status that an allocation failed inside it (torch's
+# "cuDNN error: CUDNN_STATUS_..." from cudnnGetErrorString). Any of them can also be a real fault of the code or
+# the build, so they are out of memory only where memory is the likely cause (`at_memory_edge`).
+_MEMORY_EDGE_MARKERS = ("unable to find an engine to execute this computation", "cudnn_status_internal_error",
+                        "cudnn_status_not_supported")
+
+
+def at_memory_edge(exc: BaseException) -> bool:
+    """cuDNN's failures near the memory limit that are not worded as out of memory (ResNet-50 at a large batch).
+    Only a largest-batch search try reads them as out of memory (suites/training/batch_size.py), and only at a batch
+    larger than one that fit on the same model and code path, where the one thing that changed is memory; anywhere
+    else they stay errors."""
+    text = str(exc).lower()
+    return any(marker in text for marker in _MEMORY_EDGE_MARKERS)
+
+
 def requested_bytes(exc: BaseException) -> int | None:
     """The allocation that failed, as the CUDA caching allocator's message states it."""
     match = _ALLOC.search(str(exc))
@@ -126,6 +143,8 @@ def _measurement_info(case: Case, m: Measurement) -> dict:
         info["sample_overhead_s"] = m.sample_overhead_s
     if m.stop_reason != "once":
         info |= {"converged": m.converged, "rel_iqr": m.rel_iqr}
+    if m.resolution_limited:
+        info["resolution_limited"] = True
     if case.kind == "op":
         info["device_s"] = m.median_s
     elif case.kind == "step":

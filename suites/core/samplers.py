@@ -8,10 +8,11 @@ sample checks that it held (the start event must still be pending once the host 
 sample where the hold ran out is dropped and the hold lengthened, so a slow host never shows up as device time;
 after `FOLLOW_HOST_AFTER` held samples in a row the hold comes back to what they needed, so that a one-off slow
 enqueue does not lengthen every later sample. An enqueue that outlasts every hold waits on the device
-(`EnqueueWaitsOnDevice`), and windows that see no more device time than empty ones hold no work
-(`NothingOnTimedStream`): suites/core/timing.py then times the op on the wall clock. A cold op flushes the L2
-before every call: its sample holds several calls, each after its own flush and between its own pair of events,
-behind one hold, and reads the mean of their times.
+(`EnqueueWaitsOnDevice`), windows that see no more device time than empty ones hold no work
+(`NothingOnTimedStream`), and work that outlasts the timed stream's window ran partly elsewhere
+(`PartlyOffTimedStream`, `check_on_timed_stream`): suites/core/timing.py then times the op on the wall clock. A
+cold op flushes the L2 before every call: its sample holds several calls, each after its own flush and between
+its own pair of events, behind one hold, and reads the mean of their times.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ FOLLOW_HOST_AFTER = 20
 # time than an empty one plus this held no work.
 EVENT_RESOLUTION_S = 0.5e-6
 EMPTY_WINDOW_TRIES = 3
+# Work of the calls that outlasts the current stream's window by more than both of these (beyond what an empty
+# window's synchronization waits) ran on another stream or device; less is a synchronization's own jitter. A
+# preempted host only lengthens the wait, so every one of OFF_STREAM_TRIES windows must outlast it.
+OFF_STREAM_FLOOR_S = 10e-6
+OFF_STREAM_SHARE = 0.05
+OFF_STREAM_TRIES = 3
 
 
 def plan_hold(enqueue_per_call_s: float, reps: int) -> float:
@@ -85,6 +92,11 @@ class EnqueueWaitsOnDevice(EventsCannotTime):
 class NothingOnTimedStream(EventsCannotTime):
     """The events around the calls saw no more device time than an empty pair of events: the work went to another
     stream or device (or there is none), which the events of the current stream do not see."""
+
+
+class PartlyOffTimedStream(EventsCannotTime):
+    """Some of the calls' work ran on after the current stream's window had ended (a side stream's big kernel
+    beside a small one on the current stream): the events would time only the part on the current stream."""
 
 
 class HeldSampler:
@@ -139,13 +151,15 @@ class HeldSampler:
         return calls_s
 
     def _check_not_empty(self, timed_s: float) -> None:
-        """On the first kept sample: windows holding no more device time than empty ones held no work."""
+        """On the first kept sample: windows holding no more device time than empty ones held no work; windows
+        that held some may hold only part of it (`check_on_timed_stream`)."""
         if self.empty_window_s is None:
             return
         empty_s, self.empty_window_s = self.empty_window_s * len(self.windows), None
         if timed_s <= empty_s:
             raise NothingOnTimedStream(f"{timed_s * 1e6:.3g} us of device time in {self.reps} call(s), against "
                                        f"{empty_s * 1e6:.3g} us for as many empty windows")
+        check_on_timed_stream(self.run, self.backend)
 
     def _follow_host(self, enqueue_s: float) -> None:
         """After FOLLOW_HOST_AFTER held samples in a row, bring a lengthened hold back to what they needed (the
@@ -197,6 +211,36 @@ def empty_window_s(backend: Backend) -> float:
     empty = HeldSampler(lambda: None, backend, 1, MIN_HOLD_S)
     taken = [t for t in (empty() for _ in range(EMPTY_WINDOW_TRIES)) if t is not None]
     return max((t.per_call_s for t in taken), default=0.0) + EVENT_RESOLUTION_S
+
+
+def unheld_window(run: Callable[[], None], backend: Backend) -> tuple[float, float]:
+    """`run` between a pair of events on an idle current stream: (the events' seconds, how long a synchronization
+    of every stream and device then waited after the end event had completed). Unheld, work launched on any
+    stream starts after the start event, so a part that ends after the end event outlasts the window."""
+    backend.synchronize()
+    start, end = backend.event(), backend.event()
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    t0 = backend.now()
+    backend.synchronize()
+    return start.elapsed_time(end) / 1e3, backend.now() - t0
+
+
+def check_on_timed_stream(run: Callable[[], None], backend: Backend) -> None:
+    """Raise PartlyOffTimedStream when the work of `run` outlasts its window on the current stream, in every one of
+    OFF_STREAM_TRIES tries, by more than OFF_STREAM_FLOOR_S and OFF_STREAM_SHARE of the window beyond what an empty
+    window's synchronization waits. Asked once the held windows were seen to hold some work (an unheld window
+    also holds the host's launch gaps, so it cannot tell an empty one)."""
+    settle_s = min(unheld_window(lambda: None, backend)[1] for _ in range(OFF_STREAM_TRIES))
+    for _ in range(OFF_STREAM_TRIES):
+        window_s, waited_s = unheld_window(run, backend)
+        outlasted_s = waited_s - settle_s
+        if outlasted_s <= max(OFF_STREAM_FLOOR_S, OFF_STREAM_SHARE * window_s):
+            return
+    raise PartlyOffTimedStream(f"work went on for {outlasted_s * 1e6:.3g} us after a window of "
+                               f"{window_s * 1e6:.3g} us on the current stream had ended")
 
 
 class WallSampler:

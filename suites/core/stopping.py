@@ -9,7 +9,10 @@ shrink it; a power-capped gemm or a host-bound op ends here), or at `timeout_s` 
 `count` takes exactly that many samples and stops with `count` (ranks in lockstep). A correctness experiment,
 run once and never sampled, says `once` (suites/core/runner.py). `converged`: the spread met the target
 (`target`; `count` with a rel-IQR at the target), or stopped changing near it (`plateau` with a rel-IQR within
-`plateau_ceiling` times the target); a plateau farther out stops early but stays unconverged, with a note.
+`plateau_ceiling` times the target); a plateau farther out stops early but stays unconverged, with a note. A
+training step of 1.5 s or more cannot take `min_samples` samples inside the timeout (an fp32 GPT-2 step at batch
+64, a largest-batch step of 2-6 s): its `timeout` with at least `MIN_LONG_SAMPLES` samples at the target is
+converged too (`long_samples`), and says on how many samples (suites/core/timing.py).
 
 As nvbench's stopping criteria are, each exit is an object fed every sample that says whether the samples so far
 meet it (`Criterion`: `RelIqrTarget`, `Plateau`); `Stopping` holds a rule's criteria in the order they are asked
@@ -35,6 +38,9 @@ from typing import Protocol
 import numpy as np
 
 STOP_REASONS = ("target", "plateau", "timeout", "once", "count")
+# Warm-up calls of ranks in lockstep, as nccl-tests' -w 5: the first call meets the ranks wherever they were, the
+# ones after it run aligned, so that the fastest of them is the call's own time (the calls per sample follow it).
+LOCKSTEP_WARMUP_CALLS = 5
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,10 @@ class StopRule:
     warmup_calls: int = 2
 
     def counted(self, samples: int) -> StopRule:
-        """A rule every rank stops at together: two warm-up calls, one call per sample, exactly `samples`."""
-        return dataclasses.replace(self, count=samples, warmup_s=0.0, min_sample_s=0.0)
+        """A rule every rank stops at together: LOCKSTEP_WARMUP_CALLS warm-up calls, calls per sample not
+        calibrated (one, or the count the ranks agree on: suites/core/timing.py), exactly `samples`."""
+        return dataclasses.replace(self, count=samples, warmup_s=0.0, min_sample_s=0.0,
+                                   warmup_calls=max(self.warmup_calls, LOCKSTEP_WARMUP_CALLS))
 
 
 def rel_iqr(samples: Sequence[float]) -> float:
@@ -83,11 +91,23 @@ def iqr_over_median(q1: float, med: float, q3: float) -> float:
     return (q3 - q1) / med if med > 0 else math.inf
 
 
-def converged(reason: str, spread: float, rule: StopRule, pooled: bool = False) -> bool:
+# The fewest samples whose spread a long step's timeout may be judged on. Three samples give a rel-IQR of half
+# their range over their median: at a 1 % target, three steps within 2 % of each other, which a step of seconds
+# (thousands of kernels, its noise averaged over them) shows when it is steady and a step disturbed in one of
+# them does not.
+MIN_LONG_SAMPLES = 3
+
+
+def converged(reason: str, spread: float, rule: StopRule, pooled: bool = False,
+              long_samples: int | None = None) -> bool:
     """Whether a spread is a measurement: at the target, or (a plateau, or rounds pooled, whose spread includes
-    their moves from round to round) within `plateau_ceiling` of it."""
+    their moves from round to round) within `plateau_ceiling` of it. `long_samples`: the samples of a training
+    step, whose timeout with at least MIN_LONG_SAMPLES of them at the target is converged (a step of seconds has
+    no time for `min_samples` inside the timeout, and its spread is known from fewer)."""
     if pooled or reason == "plateau":
         return spread <= rule.plateau_ceiling * rule.target_rel_iqr
+    if reason == "timeout" and long_samples is not None:
+        return long_samples >= MIN_LONG_SAMPLES and spread <= rule.target_rel_iqr
     return reason in ("target", "count") and spread <= rule.target_rel_iqr
 
 

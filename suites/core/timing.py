@@ -10,7 +10,8 @@ Three kinds of case are timed three ways (`Case.kind`):
   whose enqueue itself waits on the device (a host sync inside, `.item()`, a copy from pageable memory) outlasts
   every hold even so: after `WAIT_CONFIRMATIONS` such samples in a row, or one at the longest hold, it is timed on
   the wall clock instead, with a note; so is an op whose events see no more device time than an empty pair of
-  events (its work runs on another stream or device). A CUDA graph is replayed once before its samples (its first
+  events (its work runs on another stream or device), and one whose work goes on after its window on the current
+  stream has ended (part of it runs elsewhere). A CUDA graph is replayed once before its samples (its first
   replay uploads it). A cold op flushes the L2 before every call (the flushes between its calls count towards
   `min_time_s`, as device time the measurement took). On a CPU the same loop runs on the wall clock.
 - `step` (a training step): the wall time of `reps` steps between two synchronizations, host overheads, syncs
@@ -28,6 +29,7 @@ every sample, and `measure`, which puts them together.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,16 +42,18 @@ from suites.core.backends import Backend, TorchBackend
 from suites.core.calibration import MAX_CALLS_PER_SAMPLE, MAX_COLD_CALLS_PER_SAMPLE, WarmUp, calibrate, warm_up
 from suites.core.measurement import Measurement
 from suites.core.samplers import (
+    EVENT_RESOLUTION_S,
     EnqueueWaitsOnDevice,
     HeldSampler,
     NothingOnTimedStream,
+    PartlyOffTimedStream,
     Sample,
     WallSampler,
     empty_window_s,
     plan_hold,
     repeat,
 )
-from suites.core.stopping import Stopping, StopRule
+from suites.core.stopping import MIN_LONG_SAMPLES, Stopping, StopRule
 
 
 def needs_flush(device: torch.device, kind: str, cold: bool) -> bool:
@@ -64,6 +68,22 @@ class Ranks(Protocol):
     def before_sample(self) -> None: ...  # lines the ranks up, outside the timed window
 
     def agree(self, seconds: float) -> float: ...  # the largest value any rank offers (every rank's hold)
+
+
+# Ranks leave their barrier 5-30 us apart; the earliest rank's first collective waits inside its window for the
+# latest, and the figure is the slowest rank's sample. As nccl-tests times its iterations (-n 20 between one pair
+# of events), an op's sample under torchrun is this many back-to-back calls after the barrier, which spreads that
+# skew over them: a 10-40 us collective read 1.2-2x nccl-tests' time with one call per sample.
+LOCKSTEP_CALLS = 20
+# Fewer calls where 20 would last longer than this (a GiB on a slow link): the skew is then a small share of one.
+LOCKSTEP_SAMPLE_S = 20e-3
+
+
+def lockstep_calls(call_s: float, ranks: Ranks) -> int:
+    """The calls of every sample of an op under torchrun, the same on every rank: LOCKSTEP_CALLS, or as many as
+    fill LOCKSTEP_SAMPLE_S at the slowest rank's call time (at least one)."""
+    slowest_s = ranks.agree(call_s)
+    return max(1, min(LOCKSTEP_CALLS, int(LOCKSTEP_SAMPLE_S // slowest_s) if slowest_s > 0 else LOCKSTEP_CALLS))
 
 
 def _after(first: Callable[[], object], fn: Callable[[], object]) -> Callable[[], None]:
@@ -159,8 +179,9 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
 
     A sample that outlasts every hold with several calls may be one that fills CUDA's launch queue behind the
     spin (about 1024 launches: the host blocks until the spin ends): the calls per sample are halved and the op
-    held again, down to one call. A sample that still outlasts its hold waits on the device, and one whose
-    events saw no work ran its work elsewhere: both are timed between synchronizations."""
+    held again, down to one call. A sample that still outlasts its hold waits on the device, one whose events
+    saw no work ran its work elsewhere, and one whose work goes on after its window (checked once, after the
+    first sample) ran part of it elsewhere: all are timed between synchronizations."""
     replay = _graphed(fn, 1 if flush else reps, backend, notes) if graph else None
     timer = "cuda_event" if replay is None else "cuda_graph"
     empty = None if ranks is not None else empty_window_s(backend)
@@ -189,6 +210,10 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
             notes.append(f"the events on the current stream saw no work in the calls ({exc}): the op works on "
                          "another stream or device, or on none; timed on the wall clock between synchronizations "
                          "of every device this process uses instead")
+        except PartlyOffTimedStream as exc:
+            notes.append(f"part of the calls' work ran off the current stream ({exc}): its events would time only "
+                         "the part on it; timed on the wall clock between synchronizations of every device this "
+                         "process uses instead")
         else:
             if reps < planned:
                 notes.append(f"{planned} calls per sample outlasted every hold: more launches than CUDA's launch "
@@ -206,7 +231,8 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     `cold` flushes L2 before every call; `graph` replays a CUDA graph of the batched calls (of each call, cold).
     Both apply to CUDA ops only, and the record says what ran. With `ranks` (torchrun), each sample is preceded by
     their barrier, outside the timed window, every sample is kept and the hold is agreed, so that every rank
-    calls `fn` as often and starts each sample as the others do."""
+    calls `fn` as often and starts each sample as the others do; an op's sample then holds `lockstep_calls` calls
+    back to back (a step's one)."""
     backend = backend or TorchBackend(device)
     cuda_op = device.type == "cuda" and kind == "op"
     flush = backend.l2_flush() if needs_flush(device, kind, cold) else None
@@ -214,6 +240,8 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     warm = warm_up(unit, backend, rule.warmup_s, rule.warmup_calls)
     calibration = calibrate(unit, backend, rule, warm,
                             most=MAX_CALLS_PER_SAMPLE if flush is None else MAX_COLD_CALLS_PER_SAMPLE)
+    if ranks is not None and kind == "op" and rule.calls is None:
+        calibration = dataclasses.replace(calibration, calls=lockstep_calls(warm.call_s, ranks))
     notes: list[str] = []
     if cuda_op:
         took = _on_events(fn, flush, graph, calibration.calls, warm, backend, rule, ranks, notes)
@@ -228,14 +256,37 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
     m = Measurement(took.sampled.samples, took.timer, took.calls, took.sampled.reason, rule, warm.calls,
                     held is not None and flush is not None, device.type, enqueues_s=took.sampled.enqueues,
                     hold_s=held.hold_s if held else None, dropped_samples=took.dropped, notes=notes,
-                    sample_overhead_s=calibration.overhead_s, gc_disabled=True,
+                    sample_overhead_s=calibration.overhead_s, gc_disabled=True, kind=kind,
                     contention=took.probe.finish(torch.get_num_threads()))
     if m.stop_reason == "plateau" and not m.converged:
         m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "
                        f"x the {rule.target_rel_iqr:g} target: not converged")
+    if m.resolution_limited:
+        m.notes.append(resolution_note(m))
+    if (note := long_step_note(m)) is not None:
+        m.notes.append(note)
     if (note := thread_pool_note(m.contention, device.type)) is not None:
         m.notes.append(note)
     return m
+
+
+def resolution_note(m: Measurement) -> str:
+    """What a measurement whose spread is the events' resolution says: a limit of the timer, not noise."""
+    windows = f"{m.calls_per_sample} cold calls, each between its own pair" if m.l2_flush else (
+        f"{m.calls_per_sample} call(s) between one pair")
+    return (f"a resolution limit, not noise: the events' {EVENT_RESOLUTION_S * 1e6:g} us steps alone can spread "
+            f"samples of {windows} of events around {m.median_s * 1e6:.3g} us per call by a rel-IQR of up to "
+            f"{m.resolution_rel_iqr:.3g}, most of the {m.rel_iqr:.3g} measured: the spread is the timer's, and more "
+            "samples would not converge it")
+
+
+def long_step_note(m: Measurement) -> str | None:
+    """What a step that converged at the timeout says: on how many samples, fewer than the rule asks for."""
+    if m.kind != "step" or m.stop_reason != "timeout" or not m.converged:
+        return None
+    return (f"converged at the {m.rule.timeout_s:g} s timeout on {len(m.samples_s)} samples of "
+            f"{m.median_s:.3g} s (fewer than the rule's {m.rule.min_samples}; at least {MIN_LONG_SAMPLES} within "
+            f"the {m.rule.target_rel_iqr:g} target, rel-IQR {m.rel_iqr:.3g})")
 
 
 def thread_pool_note(load: host_load.Contention | None, device_type: str) -> str | None:

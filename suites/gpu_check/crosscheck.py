@@ -17,6 +17,7 @@ import torch
 import torch.utils.benchmark as tub
 from tabulate import tabulate
 
+from suites.core import devices
 from suites.core.cases import Case
 from suites.core.precision import float32_mode
 from suites.core.profiles import CROSSCHECK, NAMES
@@ -132,7 +133,7 @@ def ours_vs_do_bench(case: Case, device: torch.device, rule: StopRule = CROSSCHE
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suites crosscheck", description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    parser.add_argument("--device", default="auto", help="auto (default: cuda when available), cpu, cuda or cuda:N")
     parser.add_argument("--profile", default="quick", choices=NAMES)
     parser.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated (default: float32,bfloat16)")
     parser.add_argument("--threads", type=int, help="torch threads for both timers (default: torch's default)")
@@ -140,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
+    try:
+        device = devices.resolve(args.device)
+    except devices.DeviceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     dtypes = args.dtypes.split(",")
     cases = [c for c in matmul.cases(args.profile) if c.params["dtype"] in dtypes and c.params["layer"] == "square"]
     rows = [ours_vs_torch_benchmark(c, device) for c in cases]

@@ -222,7 +222,7 @@ def table(audit: Audit, fmt: str = "github") -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suites.training.autocast_audit",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    parser.add_argument("--device", default="auto", help="auto (default: cuda when available), cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default="bfloat16", choices=list(AUTOCAST_DTYPES))
     parser.add_argument("--model", default="gpt-tiny", help="gpt-tiny, cnn-tiny, gpt-small, gpt2-124m, resnet50")
     args = parser.parse_args(argv)

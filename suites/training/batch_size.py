@@ -31,7 +31,7 @@ from suites.core import memory
 from suites.core.cases import Case, Workload
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
 from suites.core.profiles import Profile
-from suites.core.runner import first_line, is_oom
+from suites.core.runner import at_memory_edge, first_line, is_oom
 from suites.training.model_spec import ModelSpec
 from suites.training.recipe import PEAK_DTYPE, TrainStep, make_optimizer, make_step
 
@@ -139,14 +139,19 @@ def over_budget(peak: int, budget: int | None) -> str | None:
 
 def try_batch(spec: ModelSpec, precision: str, checkpoint: bool, batch: int, device: torch.device,
               budget: int | None) -> Fit:
-    """Build and step at `batch` from nothing; an out-of-memory error or a peak over the budget is a `False`.
-    What the try allocated is released before it returns, so the next try starts from the same memory."""
+    """Build and step at `batch` from nothing; an out-of-memory error or a peak over the budget is a `False`, and so
+    is cuDNN's failure at the memory edge (`at_memory_edge`) above batch 1: the search tries a batch above 1 only
+    once a smaller one fit, so memory is what changed. What the try allocated is released before it returns, so
+    the next try starts from the same memory."""
     try:
         peak = peak_bytes(lambda: prepare(spec, precision, checkpoint, batch, device), device)
     except Exception as exc:
-        if not is_oom(exc):
+        edge = batch > 1 and not is_oom(exc) and at_memory_edge(exc)
+        if not (is_oom(exc) or edge):
             raise
-        fit = Fit(batch, False, None, str(exc).strip().splitlines()[0])
+        said = str(exc).strip().splitlines()[0]
+        fit = Fit(batch, False, None, f"taken as out of memory at the memory edge (a smaller batch fit): {said}"
+                  if edge else said)
     else:
         reason = over_budget(peak, budget)
         fit = Fit(batch, reason is None, peak, reason)

@@ -12,6 +12,7 @@ from dataclasses import asdict, replace
 import torch
 from tabulate import tabulate
 
+from suites.core import devices
 from suites.core.profiles import Profile
 from suites.training import param_bytes, recipe, train_step
 from suites.training.data import token_batches
@@ -39,10 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suites.training.memory_budget",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny", help="GPT preset (tiny, small, gpt2-124m); default tiny")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--device", default="auto", help="auto (default: cuda when available), cpu, cuda or cuda:N")
     args = parser.parse_args(argv)
     try:
-        device = torch.device(args.device)
+        device = devices.resolve(args.device)
         layouts = {"autocast amp_bf16 (fp32 weights = master)": False, "bf16 weights + fp32 master": True}
         rows = {name: measure_budget(args.model, master, device) for name, master in layouts.items()}
     except (ValueError, RuntimeError) as exc:
