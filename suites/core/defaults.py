@@ -28,6 +28,12 @@ class Profile(str, Enum):
 
 
 PROFILES = tuple(p.value for p in Profile)
+
+
+def default_profile(device_type: str) -> Profile:
+    """The profile a run gets when `--bench-profile` is not given: the real sweep on a CUDA device, which is what
+    the main job exists for, and the short one elsewhere (a CPU runs the full sweep's shapes for hours)."""
+    return Profile.FULL if device_type == "cuda" else Profile.QUICK
 # `--bench-device`'s grammar, read by the plugin (suites/core/devices.py) and the GPU check's plan alike: `auto`,
 # `cpu`, `cuda` or `cuda:N` with nothing after (not `cuda:0:junk`).
 CUDA_DEVICE = re.compile(r"cuda(?::([0-9]{1,4}))?")
