@@ -17,7 +17,7 @@ from typing import Protocol
 
 import torch
 
-from suites.core import memory
+from suites.core import memory, reuse
 from suites.core.backends import Backend, TorchBackend
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.measurement import Measurement, pool_rounds
@@ -206,6 +206,8 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
     primitives (suites/core/backends.py), torch's by default."""
     workload = None
     peaks = peaks or DevicePeaks()
+    if reuse.SHELF.enter(case.reuse_group):  # another group's reference, dropped before this case allocates
+        memory.release(device)
     try:
         with float32_mode(case.tf32):
             built_at = time.perf_counter()

@@ -166,10 +166,13 @@ def active_session(config: pytest.Config) -> BenchSession | None:
 def shared_session(config: pytest.Config) -> BenchSession:
     """The run's shared state (device, profile, rule, peaks, observers, the cases not measured), made on first use."""
     if SESSION not in config.stash:
+        from suites.core import memory
         from suites.harness import bench_session
+
         shared = bench_session.from_config(config, options.profile(config).name)
         shared.extensions.extend(observers(config, shared))
         config.stash[SESSION] = shared
+        memory.freeze_long_lived()  # the collections between cases walk only what the cases made
     return config.stash[SESSION]
 
 
@@ -293,7 +296,12 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if (shared := active_session(config)) is not None and shared.world is not None:
+    if (shared := active_session(config)) is None:
+        return
+    from suites.core import memory
+
+    memory.thaw()
+    if shared.world is not None:
         from suites.harness import distributed
 
         distributed.leave()
