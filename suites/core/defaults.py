@@ -45,6 +45,10 @@ def device_type(option: str) -> str | None:
     if option == "cpu":
         return "cpu"
     return "cuda" if CUDA_DEVICE.fullmatch(option) else None
+# The largest-batch search's memory budget on a GPU in the full profile when --bench-mem-budget is not given: an
+# A100-40GB's memory, so that the answers compare across GPUs and a 141 GB one does not search batches whose steps
+# take tens of seconds each (fp32 GPT-2 with checkpointing: about 600 there, 27 s per step).
+CUDA_SEARCH_BUDGET = 40 * 2**30
 TELEMETRY_INTERVAL_MS = 20.0  # NVML sampling interval during a measurement
 DIST_TIMEOUT_S = 300.0  # under torchrun: how long any collective may wait for the other ranks
 NIGHTLY_ROUNDS = 3  # --bench-rounds of the nightly workflow

@@ -66,7 +66,8 @@ OPTIONS = (
         f"verdicts from run-to-run noise (nightly: {defaults.NIGHTLY_ROUNDS})")),
     Option("--bench-mem-budget", None, dict(
         dest="bench_mem_budget", default=None, type=parse_bytes,
-        help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")),
+        help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: 40GiB in "
+        "the full profile, none in the quick one)")),
     Option("--bench-achievable-peaks", "--achievable-peaks", dict(
         dest="bench_achievable_peaks", default=None, choices=("auto", "search", "off"),
         help="the achievable gemm and bandwidth peaks that pct_achievable divides by: auto loads this machine's "

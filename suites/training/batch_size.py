@@ -29,6 +29,7 @@ import torch
 
 from suites.core import memory
 from suites.core.cases import Case, Workload
+from suites.core.defaults import CUDA_SEARCH_BUDGET
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
 from suites.core.profiles import Profile
 from suites.core.runner import first_line, is_oom
@@ -76,11 +77,13 @@ PROFILES: dict[Profile, SweepLimits] = {
 
 
 def budget_for(profile: str, budget: int | None, device: torch.device) -> int | None:
-    """The memory limit a try is checked against: the option when given, else the CPU default, else (CUDA)
-    none beyond the device's own memory."""
+    """The memory limit a try is checked against: the option when given, else the CPU default, else (CUDA) in
+    the full profile `defaults.CUDA_SEARCH_BUDGET` (40 GiB), in the quick one none beyond the device's memory."""
     if budget is not None:
         return budget
-    return PROFILES[profile].cpu_budget if device.type == "cpu" else None
+    if device.type == "cpu":
+        return PROFILES[profile].cpu_budget
+    return CUDA_SEARCH_BUDGET if Profile(profile) is Profile.FULL else None
 
 
 def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
