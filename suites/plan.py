@@ -37,7 +37,7 @@ PYTEST_S_PER_CASE = 0.02  # pytest's own time per test (collection to report), m
 
 
 @dataclass(frozen=True)
-class Line:
+class SuitePlan:
     """One suite's plan: its cases, the estimated seconds and how many of its cases were measured."""
 
     suite: str
@@ -130,7 +130,7 @@ def cpu_target():
 
 
 def plan(cases: Mapping[str, list], profile: str, target, measured: Mapping[str, float],
-         host) -> list[Line]:
+         host) -> list[SuitePlan]:
     """Per suite: its cases and estimated seconds, each case measured where `measured` has it, else reasoned."""
     from suites.core import estimate
     from suites.core.profiles import rules
@@ -147,7 +147,7 @@ def plan(cases: Mapping[str, list], profile: str, target, measured: Mapping[str,
             else:
                 seconds += estimate.reasoned(case, rule, target, host, drawn)
             seconds += host.pytest_s_per_case
-        lines.append(Line(suite, len(found), seconds, known, basis(known, len(found), suite)))
+        lines.append(SuitePlan(suite, len(found), seconds, known, basis(known, len(found), suite)))
     return lines
 
 
@@ -170,12 +170,12 @@ REASONED = {
 }
 
 
-def total_line(lines: Iterable[Line]) -> str:
+def total_line(lines: Iterable[SuitePlan]) -> str:
     lines = list(lines)
     return f"total: {sum(x.cases for x in lines)} cases, about {sum(x.seconds for x in lines) / 60:.0f} min"
 
 
-def table(lines: list[Line]) -> str:
+def table(lines: list[SuitePlan]) -> str:
     rows = [f"{'suite':24} {'cases':>5} {'min':>6}  rests on"]
     rows += [f"{x.suite:24} {x.cases:5d} {x.seconds / 60:6.1f}  {x.basis}" for x in lines]
     return "\n".join(rows)

@@ -81,14 +81,6 @@ class HostCosts:
         return cls((time.perf_counter() - start) / (4 * 2**20), pytest_s_per_case)
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A case's estimated seconds in a run and what they rest on (`measured` or `reasoned`)."""
-
-    seconds: float
-    basis: str
-
-
 def kernels(case: Case) -> int:
     """Kernels one call launches, as the suites' ops do: a gemm or convolution one (three with its backward),
     naive attention five (its matmuls, scale, mask, softmax; fifteen with the backward), an SDPA kernel one
