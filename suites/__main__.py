@@ -1,8 +1,9 @@
 """`python -m suites COMMAND ...`: the measuring side's commands, one entry for all of them.
 
 `gpu_check` checks a new GPU box inside a budget (also `python -m suites.gpu_check`, the package's own entry),
-`crosscheck` times the suite's matmul cases against torch.utils.benchmark, and `advise` measures every lever of
-the training recipe on a user's model. Only the command asked for is imported: each imports torch.
+`crosscheck` times the suite's matmul cases against torch.utils.benchmark, `advise` measures every lever of the
+training recipe on a user's model, and `plan` says what the main job will cost before it runs. Only the command
+asked for is imported: each imports torch.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ COMMANDS = {
     "gpu_check": "suites.gpu_check.command",
     "crosscheck": "suites.gpu_check.crosscheck",
     "advise": "suites.training.advise",
+    "plan": "suites.plan",
 }
 USAGE = f"usage: python -m suites {{{','.join(COMMANDS)}}} [options]  (python -m suites COMMAND --help for its options)"
 

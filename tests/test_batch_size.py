@@ -42,9 +42,21 @@ def _threshold(limit: int):
 
 @pytest.mark.parametrize("limit", [1, 2, 5, 37, 64, 100])
 def test_search_finds_the_exact_largest(limit):
-    found = largest_batch(_threshold(limit), cap=1024)
+    found = largest_batch(_threshold(limit), cap=1024, tolerance=0.0)
     assert found.largest == limit and found.exact and not found.capped
     assert len(found.tries) <= 2 * limit.bit_length() + 1
+
+
+@pytest.mark.parametrize("limit", [5, 19, 37, 100, 1000, 2900])
+def test_search_stops_within_a_few_percent_in_fewer_tries(limit):
+    """Exact up to 20 (1 / 5 %), within 5 % below the answer above it, with the last bisections saved."""
+    found = largest_batch(_threshold(limit), cap=4096)
+    exact = largest_batch(_threshold(limit), cap=4096, tolerance=0.0)
+    assert limit / 1.05 <= found.largest <= limit and (not found.exact or found.largest == limit)
+    if limit <= 20:
+        assert found.largest == limit
+    if limit >= 100:
+        assert len(found.tries) <= len(exact.tries) - 2
 
 
 def test_search_stops_at_the_cap_and_the_try_bound():

@@ -10,7 +10,8 @@ import pytest
 from suites.harness.progress import Progress, duration
 from tests.runs import run_pytest
 
-LINE = re.compile(r"^bench: [\dminhs ]+, (\d+) of (\d+) cases done, (\d+) left(; (\S+) running for [\dminhs ]+)?$")
+LINE = re.compile(r"^bench: [\dminhs ]+, (\d+) of (\d+) cases done, (\d+) left"
+                  r"(?: \(about [\dminhs ]+ more at this run's pace\))?(; (\S+) running for [\dminhs ]+)?$")
 
 
 def test_durations_read_at_a_glance():
@@ -22,11 +23,14 @@ def test_the_line_says_elapsed_done_left_and_the_case_running():
     for _ in range(12):
         progress.begin("a case")
         progress.finish()
-    assert progress.line(now=345.0) == "bench: 4 min 05 s, 12 of 40 cases done, 28 left"
+    # 245 s for 12 cases: 28 more at that pace are 571 s
+    assert progress.line(now=345.0) == ("bench: 4 min 05 s, 12 of 40 cases done, 28 left (about 9 min 31 s more at "
+                                        "this run's pace)")
     progress.begin("bench/test_batch_size.py::test_x[gpt2]")
     progress.current_since = 275.0
-    assert progress.line(now=345.0) == ("bench: 4 min 05 s, 12 of 40 cases done, 28 left; "
-                                        "bench/test_batch_size.py::test_x[gpt2] running for 1 min 10 s")
+    assert progress.line(now=345.0) == ("bench: 4 min 05 s, 12 of 40 cases done, 28 left (about 9 min 31 s more at "
+                                        "this run's pace); bench/test_batch_size.py::test_x[gpt2] running for 1 min "
+                                        "10 s")
 
 
 def test_a_round_before_pytests_pass_counts_as_a_case_and_its_error_still_ends_it():
@@ -73,4 +77,6 @@ def test_a_run_shorter_than_the_interval_gets_no_line(tmp_path):
     (tmp_path / "test_mine.py").write_text(LONG_CASE.replace("time.sleep(3)", "pass"))
     proc = run_pytest("test_mine.py", "--benchmark-only", "--bench-device", "cpu", cwd=tmp_path)
     assert proc.returncode == 0, proc.tail()
-    assert "2 passed" in proc.stdout and not _progress_lines(proc.stdout) and "bench: " not in proc.stdout
+    others = [line for line in proc.stdout.splitlines() if line.startswith("bench: ") and "cases done" in line]
+    assert "2 passed" in proc.stdout and not _progress_lines(proc.stdout) and not others
+    assert "bench: profile quick" in proc.stdout  # the run's first line, which is not a progress line

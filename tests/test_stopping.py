@@ -41,6 +41,9 @@ def reference_stop_reason(samples: Sequence[float], measured_s: float, elapsed_s
         return "count" if len(samples) >= rule.count else None
     if len(samples) < rule.at_least:
         return None
+    if (rule.min_time_on_wall and measured_s < rule.min_time_s and len(samples) >= rule.min_samples
+            and elapsed_s >= rule.min_time_s and reference_rel_iqr(samples) <= rule.target_rel_iqr):
+        return "target"  # min_time_s met on the wall clock, at the target
     enough = len(samples) >= rule.min_samples and measured_s >= rule.min_time_s
     if enough:
         if reference_rel_iqr(samples) <= rule.target_rel_iqr:
@@ -173,3 +176,33 @@ def test_a_criterion_can_be_plugged_in():
         stopping.add(sample, sample)
         reasons.append(stopping.reason(0.0))
     assert first_stop(reasons) == (9, "target")
+
+
+def test_a_host_bound_op_stops_on_the_wall_clock_once_its_device_time_is_exact():
+    """A 5 us kernel whose launch takes 40 us (attention at batch 1): its samples hold about a seventh of their wall
+    time in device time, so 0.5 s of device time took seconds on the clock. With the full profile's
+    `min_time_on_wall` it stops once its samples span 0.5 s of the clock, at the same target and median."""
+    import dataclasses
+
+    import torch
+
+    from suites.core.timing import measure
+    from tests.virtual_gpu import Kernel, VirtualGpu
+
+    def timed(rule: StopRule) -> tuple[object, float]:
+        gpu = VirtualGpu()
+
+        def op() -> None:
+            gpu.launch(Kernel("attention", 5e-6, launch_s=40e-6))
+        m = measure(op, torch.device("cuda"), rule, backend=gpu)
+        return m, gpu.host
+
+    full = RULES["full"].stop
+    assert full.min_time_on_wall
+    on_wall, wall_s = timed(full)
+    device_only, device_wall_s = timed(dataclasses.replace(full, min_time_on_wall=False))
+    assert on_wall.stop_reason == device_only.stop_reason == "target" and on_wall.converged
+    assert on_wall.median_s == pytest.approx(device_only.median_s, rel=1e-6) == pytest.approx(5e-6, rel=1e-6)
+    assert len(on_wall.samples_s) >= full.min_samples
+    assert sum(on_wall.samples_s) * on_wall.calls_per_sample < full.min_time_s  # device time short of 0.5 s
+    assert wall_s < device_wall_s / 3, (wall_s, device_wall_s)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import torch
@@ -43,6 +43,9 @@ class Case:
     # How it is timed (suites/core/timing.py): `op` in device time with the host held out, `step` in wall time per
     # training step, `check` run once as a correctness experiment and never sampled.
     kind: str = "op"
+    # Cases that check against one float64 reference of identical inputs (attention's implementations at one point
+    # and dtype, a conv layer's two memory formats): it is computed once for them (suites/core/reuse.py).
+    reuse_group: Hashable | None = field(default=None, compare=False)
 
 
 def require_cuda_timing(device: torch.device) -> None:

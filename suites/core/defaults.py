@@ -28,6 +28,12 @@ class Profile(str, Enum):
 
 
 PROFILES = tuple(p.value for p in Profile)
+
+
+def default_profile(device_type: str) -> Profile:
+    """The profile a run gets when `--bench-profile` is not given: the real sweep on a CUDA device, which is what
+    the main job exists for, and the short one elsewhere (a CPU runs the full sweep's shapes for hours)."""
+    return Profile.FULL if device_type == "cuda" else Profile.QUICK
 # `--bench-device`'s grammar, read by the plugin (suites/core/devices.py) and the GPU check's plan alike: `auto`,
 # `cpu`, `cuda` or `cuda:N` with nothing after (not `cuda:0:junk`).
 CUDA_DEVICE = re.compile(r"cuda(?::([0-9]{1,4}))?")
@@ -39,6 +45,10 @@ def device_type(option: str) -> str | None:
     if option == "cpu":
         return "cpu"
     return "cuda" if CUDA_DEVICE.fullmatch(option) else None
+# The largest-batch search's memory budget on a GPU in the full profile when --bench-mem-budget is not given: an
+# A100-40GB's memory, so that the answers compare across GPUs and a 141 GB one does not search batches whose steps
+# take tens of seconds each (fp32 GPT-2 with checkpointing: about 600 there, 27 s per step).
+CUDA_SEARCH_BUDGET = 40 * 2**30
 TELEMETRY_INTERVAL_MS = 20.0  # NVML sampling interval during a measurement
 DIST_TIMEOUT_S = 300.0  # under torchrun: how long any collective may wait for the other ranks
 NIGHTLY_ROUNDS = 3  # --bench-rounds of the nightly workflow

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import torch
 
-from suites.core import memory
+from suites.core import memory, reuse
 from suites.core.backends import Backend, TorchBackend
 from suites.core.cases import Case, Unsupported, Workload
 from suites.core.measurement import Measurement, pool_rounds
@@ -225,6 +225,9 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
     primitives (suites/core/backends.py), torch's by default."""
     workload = None
     peaks = peaks or DevicePeaks()
+    started = time.perf_counter()
+    if reuse.SHELF.enter(case.reuse_group):  # another group's reference, dropped before this case allocates
+        memory.release(device)
     try:
         with float32_mode(case.tf32):
             built_at = time.perf_counter()
@@ -241,6 +244,9 @@ def execute(case: Case, device: torch.device, rule: StopRule, peaks: DevicePeaks
     finally:
         del workload
         memory.release(device)
+    # what the case cost the run (build, measurement, check, observers, release): what `python -m suites plan`
+    # learns from the last run of this device identity
+    result.figures["case_s"] = time.perf_counter() - started
     return result
 
 

@@ -12,7 +12,9 @@ run once and never sampled, says `once` (suites/core/runner.py). `converged`: th
 `plateau_ceiling` times the target); a plateau farther out stops early but stays unconverged, with a note. A
 training step of 1.5 s or more cannot take `min_samples` samples inside the timeout (an fp32 GPT-2 step at batch
 64, a largest-batch step of 2-6 s): its `timeout` with at least `MIN_LONG_SAMPLES` samples at the target is
-converged too (`long_samples`), and says on how many samples (suites/core/timing.py).
+converged too (`long_samples`), and says on how many samples (suites/core/timing.py). A rule with
+`min_time_on_wall` (the full profile's) also stops at the target once its samples span `min_time_s` on the wall
+clock (`WallTimeTarget`): a host-bound op's device time sums to it several times slower.
 
 As nvbench's stopping criteria are, each exit is an object fed every sample that says whether the samples so far
 meet it (`Criterion`: `RelIqrTarget`, `Plateau`); `Stopping` holds a rule's criteria in the order they are asked
@@ -70,6 +72,9 @@ class StopRule:
     at_least: int = 0
     calls: int | None = None
     warmup_calls: int = 2
+    # `min_time_s` may also be met on the wall clock once the spread is at the target (`WallTimeTarget`): a
+    # host-bound op's samples hold a fraction of their wall time in device time.
+    min_time_on_wall: bool = False
 
     def counted(self, samples: int) -> StopRule:
         """A rule every rank stops at together: LOCKSTEP_WARMUP_CALLS warm-up calls, calls per sample not
@@ -244,6 +249,30 @@ class Plateau:
         return abs(recent - before) <= self.tol * max(recent, before)
 
 
+class WallTimeTarget:
+    """The spread is at the target and the samples span the rule's `min_time_s` on the wall clock, although their
+    device time does not sum to it yet: a host-bound op (its enqueue longer than its device time: attention at
+    batch 1, conv layers of 14x14 images in bf16) holds the device for a third to a seventh of each sample's wall
+    time, so summing `min_time_s` of device time took 3-7 times that on the clock. What `min_time_s` guards against,
+    a median taken over too short a stretch of time to see the device's clocks and the host's noise move, is
+    guarded on the wall clock as well, and the spread is the device time's, at the same target with at least
+    `min_samples` samples: the same precision, for a fraction of the wall time. Asked before the frame of the
+    other exits (`Stopping.reason`), since it replaces the device-time part of that frame."""
+
+    reason = "target"
+
+    def __init__(self, rule: StopRule) -> None:
+        self.rule = rule
+        self.spread = RelIqrTarget(rule.target_rel_iqr)
+
+    def add(self, sample_s: float) -> None:
+        self.spread.add(sample_s)
+
+    def met_at(self, samples: int, elapsed_s: float) -> bool:
+        return (samples >= self.rule.min_samples and elapsed_s >= self.rule.min_time_s
+                and self.spread.met())
+
+
 def criteria(rule: StopRule) -> list[Criterion]:
     """A rule's exits, in the order they are asked: its target, then its plateau."""
     return [RelIqrTarget(rule.target_rel_iqr), Plateau(rule.plateau_window, rule.plateau_tol)]
@@ -260,6 +289,7 @@ class Stopping:
     def __init__(self, rule: StopRule, exits: list[Criterion] | None = None) -> None:
         self.rule = rule
         self.exits = criteria(rule) if exits is None else exits
+        self.on_wall = WallTimeTarget(rule) if rule.min_time_on_wall and rule.count is None else None
         self.samples = 0
         self.measured_s = 0.0
 
@@ -268,6 +298,8 @@ class Stopping:
         self.measured_s += span_s
         for criterion in self.exits:
             criterion.add(sample_s)
+        if self.on_wall is not None:
+            self.on_wall.add(sample_s)
 
     def reason(self, elapsed_s: float) -> str | None:
         rule, n = self.rule, self.samples
@@ -275,6 +307,8 @@ class Stopping:
             return "count" if n >= rule.count else None
         if n < rule.at_least:
             return None
+        if self.on_wall is not None and self.measured_s < rule.min_time_s and self.on_wall.met_at(n, elapsed_s):
+            return self.on_wall.reason
         if n >= rule.min_samples and self.measured_s >= rule.min_time_s:
             for criterion in self.exits:
                 if criterion.met():

@@ -166,9 +166,10 @@ def terminal_line(config: pytest.Config) -> Callable[[str], None]:
     return write
 
 
-def from_config(config: pytest.Config) -> BenchSession:
+def from_config(config: pytest.Config, profile: str) -> BenchSession:
     """The run's session, made when a test first needs the suite (never for a run that does not use it): the
-    device (made CUDA's current device), and under torchrun this rank's place in the process group."""
+    device (made CUDA's current device), and under torchrun this rank's place in the process group; `profile` is
+    the one the run chose (suites/harness/options.py, `profile`)."""
     device = resolve_device(config)
     launched = distributed.launched()  # under torchrun: rank r on cuda:LOCAL_RANK, in the process group
     if launched:
@@ -176,7 +177,7 @@ def from_config(config: pytest.Config) -> BenchSession:
     if device.type == "cuda":
         torch.cuda.set_device(device)  # timing's events, spin kernel and graph capture run on the current device
     world = distributed.join(device, config.getoption("bench_dist_timeout_s")) if launched else None
-    return BenchSession(device, config.getoption("bench_profile"), parse_dtypes(config.getoption("bench_dtypes")),
+    return BenchSession(device, profile, parse_dtypes(config.getoption("bench_dtypes")),
                         achievable_mode=config.getoption("bench_achievable_peaks"),
                         achievable_cache=Path(config.getoption("bench_achievable_cache")), world=world,
                         log=terminal_line(config),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +48,9 @@ OPTIONS = (
     Option("--bench-device", "--device", dict(
         dest="bench_device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")),
     Option("--bench-profile", None, dict(
-        dest="bench_profile", default="quick", choices=defaults.PROFILES,
-        help="quick: small shapes and a short stopping rule (minutes on a 2-core CPU); full: the real sweep")),
+        dest="bench_profile", default=None, choices=defaults.PROFILES,
+        help="quick: small shapes and a short stopping rule (minutes on a 2-core CPU); full: the real sweep. Not "
+        "given: full on a CUDA device, quick elsewhere (python -m suites plan says what a run will cost)")),
     Option("--bench-dtypes", None, dict(
         dest="bench_dtypes", default=None, help="comma-separated dtypes to keep, e.g. bfloat16,float16")),
     Option("--bench-telemetry-interval-ms", "--telemetry-interval-ms", dict(
@@ -64,7 +66,8 @@ OPTIONS = (
         f"verdicts from run-to-run noise (nightly: {defaults.NIGHTLY_ROUNDS})")),
     Option("--bench-mem-budget", None, dict(
         dest="bench_mem_budget", default=None, type=parse_bytes,
-        help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: none)")),
+        help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: 40GiB in "
+        "the full profile, none in the quick one)")),
     Option("--bench-achievable-peaks", "--achievable-peaks", dict(
         dest="bench_achievable_peaks", default=None, choices=("auto", "search", "off"),
         help="the achievable gemm and bandwidth peaks that pct_achievable divides by: auto loads this machine's "
@@ -83,6 +86,49 @@ OPTIONS = (
         help="under torchrun: seconds any collective may wait for the other ranks before the run fails "
         f"(default {defaults.DIST_TIMEOUT_S:g})")),
 )
+
+
+@dataclass(frozen=True)
+class ProfileChoice:
+    """The run's profile and why it is that one: `given` (--bench-profile) or the device's default."""
+
+    name: str
+    source: str  # `--bench-profile`, or `default on cuda` / `default on cpu`
+
+    @property
+    def line(self) -> str:
+        """How the start of a run states it."""
+        if self.source == "--bench-profile":
+            return f"profile {self.name} (--bench-profile)"
+        other = "quick for the short sweep" if self.name == defaults.Profile.FULL else "full for the real sweep"
+        return f"profile {self.name} (the {self.source}; --bench-profile {other})"
+
+
+PROFILE_CHOICE = pytest.StashKey[ProfileChoice]()
+
+
+def profile(config: pytest.Config) -> ProfileChoice:
+    """The run's profile (`choose_profile`), decided once per run."""
+    if PROFILE_CHOICE not in config.stash:
+        config.stash[PROFILE_CHOICE] = choose_profile(config.getoption("bench_profile"),
+                                                      config.getoption("bench_device"), _auto_device_type)
+    return config.stash[PROFILE_CHOICE]
+
+
+def choose_profile(given_name: str | None, device_option: str, auto: Callable[[], str]) -> ProfileChoice:
+    """--bench-profile when given, else the default of the device the run measures (`defaults.default_profile`:
+    full on CUDA, quick elsewhere). `auto` says which device `--bench-device auto` is: only runs that collect the
+    suite's cases ask, and they have imported torch already."""
+    if given_name is not None:
+        return ProfileChoice(given_name, "--bench-profile")
+    kind = defaults.device_type(device_option) or auto()
+    return ProfileChoice(str(defaults.default_profile(kind)), f"default on {kind}")
+
+
+def _auto_device_type() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -2,9 +2,11 @@
 
 Why: pytest prints one dot per finished test, and one case of the batch-size search or of the training steps runs
 for minutes; a CI log with nothing in it for four minutes reads as a hung job. The line says how long the run has
-taken, how many cases are done and left, which case is running and for how long:
+taken, how many cases are done and left, what is left at the pace of the cases done so far, which case is running
+and for how long:
 
-    bench: 4 min 05 s, 12 of 40 cases done, 28 left; bench/test_batch_size.py::test_x[...] running for 1 min 10 s
+    bench: 4 min 05 s, 12 of 40 cases done, 28 left (about 9 min 31 s more at this run's pace);
+    bench/test_batch_size.py::test_x[...] running for 1 min 10 s
 
 One line per interval, never one per case: a quick run of a hundred cases in 90 s gets three lines, a run shorter
 than the interval none. It is shown at every verbosity, `-q` included (CI logs are where a silent job is read as
@@ -68,7 +70,10 @@ class Progress:
     def line(self, now: float | None = None) -> str:
         now = time.monotonic() if now is None else now
         left = max(0, self.total - self.done)
-        text = f"bench: {duration(now - self.started)}, {self.done} of {self.total} cases done, {left} left"
+        elapsed = now - self.started
+        text = f"bench: {duration(elapsed)}, {self.done} of {self.total} cases done, {left} left"
+        if self.done and left:
+            text += f" (about {duration(elapsed / self.done * left)} more at this run's pace)"
         current, since = self.current, self.current_since  # one read each: the main thread may change them
         if current is not None:
             text += f"; {current} running for {duration(now - since)}"

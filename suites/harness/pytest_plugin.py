@@ -89,6 +89,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
     claim_outputs(session, bench, shared)
+    announce(session, shared)
     start_progress(session, bench, shared)
 
 
@@ -125,6 +126,16 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
                       frozenset(item.nodeid for item in session.items if uses_suite(item)))
 
 
+def announce(session: pytest.Session, shared: BenchSession) -> None:
+    """The run's first line: its profile and why (given, or the device's default), so that nobody reads a quick
+    run's numbers as the real sweep's (they are recorded too: machine_info's `bench_profile`)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or (shared.world is not None and shared.world.rank != 0):
+        return
+    cases = sum(uses_suite(item) for item in session.items)
+    reporter.write_line(f"bench: {options.profile(session.config).line}; {cases} cases on {shared.device}")
+
+
 def start_progress(session: pytest.Session, bench: object, shared: BenchSession) -> None:
     """The progress line every --bench-progress-interval-s (suites/harness/progress.py), where the output is a
     terminal's or a CI log's: not under pytest-xdist, not on ranks other than 0. Called between collection and the
@@ -155,10 +166,13 @@ def active_session(config: pytest.Config) -> BenchSession | None:
 def shared_session(config: pytest.Config) -> BenchSession:
     """The run's shared state (device, profile, rule, peaks, observers, the cases not measured), made on first use."""
     if SESSION not in config.stash:
+        from suites.core import memory
         from suites.harness import bench_session
-        shared = bench_session.from_config(config)
+
+        shared = bench_session.from_config(config, options.profile(config).name)
         shared.extensions.extend(observers(config, shared))
         config.stash[SESSION] = shared
+        memory.freeze_long_lived()  # the collections between cases walk only what the cases made
     return config.stash[SESSION]
 
 
@@ -251,7 +265,7 @@ def parametrize(metafunc: pytest.Metafunc, cases: Callable[[str], list[Case]]) -
     from suites.harness.bench_session import parse_dtypes
 
     config = metafunc.config
-    selected = select_dtypes(cases(config.getoption("bench_profile")), parse_dtypes(config.getoption("bench_dtypes")))
+    selected = select_dtypes(cases(options.profile(config).name), parse_dtypes(config.getoption("bench_dtypes")))
     metafunc.parametrize("case", selected, ids=[c.id.split("/", 1)[1] for c in selected])
 
 
@@ -265,6 +279,8 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     from suites.observers import telemetry
 
     machine_info.update(devices.machine_info(shared.device, shared.torch_threads))
+    choice = options.profile(config)
+    machine_info |= {"bench_profile": choice.name, "bench_profile_source": choice.source}
     machine_info["telemetry"] = telemetry.machine_info(shared.extensions)
     if (found := shared.achievable_info()) is not None:
         machine_info["achievable"] = found
@@ -280,7 +296,12 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if (shared := active_session(config)) is not None and shared.world is not None:
+    if (shared := active_session(config)) is None:
+        return
+    from suites.core import memory
+
+    memory.thaw()
+    if shared.world is not None:
         from suites.harness import distributed
 
         distributed.leave()

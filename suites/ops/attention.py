@@ -31,12 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from suites.core import reuse
 from suites.core.cases import Case, Unsupported, Workload, require_cuda_timing
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import DTYPES, TOLERANCE
 from suites.core.profiles import Profile
 from suites.ops.attention_error import FORMATS, naive_tolerance
-from suites.ops.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
+from suites.ops.passes import PASSES, float64_leaves, run_pass, seeded_inputs, worst_error
 
 SUITE = "attention"
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -45,6 +46,7 @@ IMPLS = ("naive", *BACKENDS)
 # The fused kernels are 16-bit only on GPUs; float32 runs where it is a real choice (as written, and the math path).
 IMPL_DTYPES = {impl: ("float16", "bfloat16", "float32") if impl in ("naive", "math") else ("float16", "bfloat16")
                for impl in IMPLS}
+DTYPE_AXIS = ("bfloat16", "float16", "float32")
 BACKWARD_FACTOR = 2.5  # backward FLOPs per forward FLOP, as FlashAttention's benchmarks count them
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 LEVER_SEQ = SEQS[0]  # the cold and graph twins run where launches and L2 weigh most: the shortest sequence
@@ -158,13 +160,17 @@ class Point:
         return "causal" if self.causal else "noncausal"
 
 
+SEED = 0
+
+
 def _build(impl: str, dtype: str, point: Point, timed_on_cuda: bool, device: torch.device) -> Workload:
     if timed_on_cuda:
         require_cuda_timing(device)
-    gen = torch.Generator().manual_seed(0)
+    group = reference_group(point, dtype)
     grads = point.pass_ == "fwd_bwd"
-    q, k, v = (random_tensor(point.shape.dims, gen, device, DTYPES[dtype]).requires_grad_(grads) for _ in range(3))
-    grad_out = random_tensor(point.shape.dims, gen, device, DTYPES[dtype]) if grads else None
+    q, k, v, *rest = seeded_inputs([point.shape.dims] * (4 if grads else 3), SEED, device, DTYPES[dtype])
+    q, k, v = (t.requires_grad_(grads) for t in (q, k, v))
+    grad_out = rest[0] if grads else None
     if impl == "naive":
         mask = causal_mask(0, point.shape.seq, point.shape.seq, device) if point.causal else None
         forward = partial(naive_attention, mask=mask)
@@ -175,7 +181,8 @@ def _build(impl: str, dtype: str, point: Point, timed_on_cuda: bool, device: tor
         return run_pass(forward, (q, k, v), grad_out)
 
     def error_rel() -> float:
-        return worst_error(run(), reference(q, k, v, point.causal, grad_out))
+        expected = reuse.SHELF.get(group, lambda: reference(q, k, v, point.causal, grad_out))
+        return worst_error(run(), expected)
 
     if impl in BACKENDS and device.type != "meta":
         probe(impl, run)
@@ -191,6 +198,11 @@ def tolerance(impl: str, dtype: str, point: Point) -> float:
         return TOLERANCE[dtype]
     shape = point.shape
     return max(TOLERANCE[dtype], naive_tolerance(dtype, shape.seq, shape.head_dim, point.pass_ == "fwd_bwd"))
+
+
+def reference_group(point: Point, dtype: str) -> tuple:
+    """What the implementations of one point share: identical inputs in one dtype, hence one float64 reference."""
+    return (SUITE, point, dtype, SEED)
 
 
 def make_case(impl: str, dtype: str, point: Point, cold: bool = False, graph: bool = False) -> Case:
@@ -211,6 +223,7 @@ def make_case(impl: str, dtype: str, point: Point, cold: bool = False, graph: bo
         tolerance=tolerance(impl, dtype, point),
         cold=cold,
         graph=graph,
+        reuse_group=reference_group(point, dtype),
     )
 
 
@@ -220,22 +233,27 @@ def timing_twins(point: Point, impls: tuple[str, ...] = ("naive", "flash"), dtyp
 
 
 def fixed_batch(batch: int, heads: int, head_dim: int, seqs: tuple[int, ...], dtype: str = "bfloat16") -> list[Case]:
-    """Every implementation over sequence lengths at one batch size, forward, no mask: the memory sweep."""
+    """Every implementation over sequence lengths at one batch size, forward, no mask: the memory sweep. The
+    implementations of one sequence length follow each other: they share inputs and reference (reference_group)."""
     return [make_case(impl, dtype, Point(AttentionShape(batch, heads, seq, head_dim), False, "fwd"))
-            for impl in IMPLS for seq in seqs]
+            for seq in seqs for impl in IMPLS]
 
 
-def constant_tokens(tokens: int, width: int, seqs: tuple[int, ...]) -> list[Case]:
-    """Every implementation, dtype, head dim, mask and pass with batch x seq = tokens and heads x head_dim = width."""
+def constant_tokens(tokens: int, width: int, seqs: tuple[int, ...], dtypes: tuple[str, ...] = DTYPE_AXIS
+                    ) -> list[Case]:
+    """Every implementation, dtype (of `dtypes` it runs in), head dim, mask and pass with batch x seq = tokens and
+    heads x head_dim = width. Ordered so that cases of one input shape follow each other, and within them the
+    implementations of one mask, pass and dtype (reference_group): the inputs are drawn once per shape, the
+    float64 reference computed once per group."""
     return [make_case(impl, dtype,
                       Point(AttentionShape(tokens // seq, width // head_dim, seq, head_dim), causal, pass_))
-            for impl in IMPLS for dtype in IMPL_DTYPES[impl] for head_dim in (64, 128) for causal in (False, True)
-            for pass_ in PASSES for seq in seqs]
+            for head_dim in (64, 128) for seq in seqs for causal in (False, True) for pass_ in PASSES
+            for dtype in dtypes for impl in IMPLS if dtype in IMPL_DTYPES[impl]]
 
 
 def every_path(point: Point) -> list[Case]:
-    """Every implementation in each of its dtypes at one point."""
-    return [make_case(impl, dtype, point) for impl in IMPLS for dtype in IMPL_DTYPES[impl]]
+    """Every implementation in each of its dtypes at one point (the implementations of a dtype together)."""
+    return [make_case(impl, dtype, point) for dtype in DTYPE_AXIS for impl in IMPLS if dtype in IMPL_DTYPES[impl]]
 
 
 def cases(profile: str) -> list[Case]:

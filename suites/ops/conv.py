@@ -19,11 +19,12 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from suites.core import reuse
 from suites.core.cases import Case, Unsupported, Workload, align_class
 from suites.core.memory import cpu_memory_info
 from suites.core.precision import DTYPES, TOLERANCE, tf32_unsupported
 from suites.core.profiles import Profile
-from suites.ops.passes import PASSES, float64_leaves, random_tensor, run_pass, worst_error
+from suites.ops.passes import PASSES, float64_leaves, run_pass, seeded_inputs, worst_error
 
 SUITE = "conv"
 CONV_DTYPES = ("float32", "tf32", "float16", "bfloat16")
@@ -106,31 +107,44 @@ def cudnn_autotune() -> Iterator[None]:
         torch.backends.cudnn.benchmark = saved
 
 
+SEED = 0
+
+
 def _build(layer: ConvLayer, dtype: str, memory_format: str, pass_: str, device: torch.device) -> Workload:
     if dtype == "tf32" and (reason := tf32_unsupported(device)):
         raise Unsupported(reason)
-    gen = torch.Generator().manual_seed(0)
+    group = reference_group(layer, dtype, pass_)
     grads = pass_ == "fwd_bwd"
     x_shape, w_shape, out_shape = layer.shapes
-
-    def tensor(shape: tuple[int, ...]) -> torch.Tensor:
-        return random_tensor(shape, gen, device, DTYPES[dtype]).contiguous(memory_format=FORMATS[memory_format])
-
-    x, w = tensor(x_shape).requires_grad_(grads), tensor(w_shape).requires_grad_(grads)
-    grad_out = tensor(out_shape) if grads else None
+    drawn = seeded_inputs([x_shape, w_shape, out_shape] if grads else [x_shape, w_shape], SEED, device,
+                          DTYPES[dtype])
+    x, w, *rest = (t.contiguous(memory_format=FORMATS[memory_format]) for t in drawn)
+    x, w = x.requires_grad_(grads), w.requires_grad_(grads)
+    grad_out = rest[0] if grads else None
     forward = partial(F.conv2d, stride=layer.stride, padding=layer.padding)
 
     def run() -> list[torch.Tensor]:
         with cudnn_autotune():
             return run_pass(forward, (x, w), grad_out)
 
+    def reference() -> list[torch.Tensor]:
+        """In float64 on contiguous copies: one reference for both memory formats, whose inputs hold the same
+        values."""
+        leaves = [t.contiguous() for t in float64_leaves((x, w), False)]
+        return run_pass(forward, [t.requires_grad_(grads) for t in leaves],
+                        grad_out.double().contiguous() if grads else None)
+
     def error_rel() -> float:
-        reference = run_pass(forward, float64_leaves((x, w), grads), grad_out.double() if grads else None)
-        return worst_error(run(), reference)
+        return worst_error(run(), reuse.SHELF.get(group, reference))
 
     if device.type == "cuda":
         run()  # the algorithm search, with its trial workspaces, before the runner's memory baseline
     return Workload(fn=run, error_rel=error_rel, figures=cpu_memory_info(run, device))
+
+
+def reference_group(layer: ConvLayer, dtype: str, pass_: str) -> tuple:
+    """What a layer's two memory formats share: the same input values in one dtype, hence one float64 reference."""
+    return (SUITE, layer, dtype, pass_, SEED)
 
 
 def make_case(layer: ConvLayer, dtype: str, memory_format: str, pass_: str) -> Case:
@@ -147,10 +161,12 @@ def make_case(layer: ConvLayer, dtype: str, memory_format: str, pass_: str) -> C
         peak_dtype=dtype,
         tolerance=CONV_TOLERANCE[dtype],
         tf32=dtype == "tf32",
+        reuse_group=reference_group(layer, dtype, pass_),
     )
 
 
 def cases(profile: str) -> list[Case]:
-    """Every conv case of a profile, all dtypes (the plugin filters by --bench-dtypes)."""
+    """Every conv case of a profile, all dtypes (the plugin filters by --bench-dtypes); a layer's two memory
+    formats follow each other, sharing their reference (reference_group)."""
     return [make_case(layer, dtype, fmt, pass_) for layer in LAYERS[profile] for dtype in CONV_DTYPES
-            for fmt in FORMATS for pass_ in PASSES]
+            for pass_ in PASSES for fmt in FORMATS]

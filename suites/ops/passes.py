@@ -12,17 +12,21 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from suites.core import reuse
 from suites.core.precision import relative_error
 
 PASSES = ("fwd", "fwd_bwd")
 
 
-def random_tensor(shape: Sequence[int], gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """Standard-normal values drawn on the CPU from `gen`, so every device sees the same inputs. On the meta device
-    (FLOP counting, no data) only the shape and dtype."""
+def seeded_inputs(shapes: Sequence[Sequence[int]], seed: int, device: torch.device,
+                  dtype: torch.dtype) -> list[torch.Tensor]:
+    """Standard-normal values drawn on the CPU from a generator seeded `seed`, one tensor per shape in order, so
+    every device sees the same inputs; the draws are kept for the next case with the same shapes
+    (suites/core/reuse.py), each case gets its own copy on its device. On the meta device (FLOP counting, no data)
+    only the shapes and dtype."""
     if device.type == "meta":
-        return torch.empty(shape, dtype=dtype, device=device)
-    return torch.randn(tuple(shape), generator=gen).to(device=device, dtype=dtype)
+        return [torch.empty(tuple(shape), dtype=dtype, device=device) for shape in shapes]
+    return [t.to(device=device, dtype=dtype, copy=True) for t in reuse.standard_normals(shapes, seed)]
 
 
 def run_pass(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],

@@ -29,6 +29,7 @@ import torch
 
 from suites.core import memory
 from suites.core.cases import Case, Workload
+from suites.core.defaults import CUDA_SEARCH_BUDGET
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
 from suites.core.profiles import Profile
 from suites.core.runner import at_memory_edge, first_line, is_oom
@@ -38,6 +39,10 @@ from suites.training.recipe import PEAK_DTYPE, TrainStep, make_optimizer, make_s
 SUITE = "train_step"
 PRECISIONS = ("fp32", "amp_bf16")
 MAX_TRIES = 20  # an answer below 1024 needs at most 11 doublings and 9 bisections
+# The bisection stops once the first failure is within this share above the last fit: on a 141 GB GPU the answer is
+# in the hundreds or thousands, where the last tries of an exact bisection (each a model built and stepped twice
+# at the largest batches, seconds each) move it by a percent or less; `max_batch_exact` says which it is.
+BISECT_TOLERANCE = 0.05
 
 @dataclass(frozen=True)
 class ModelSweep:
@@ -72,11 +77,13 @@ PROFILES: dict[Profile, SweepLimits] = {
 
 
 def budget_for(profile: str, budget: int | None, device: torch.device) -> int | None:
-    """The memory limit a try is checked against: the option when given, else the CPU default, else (CUDA)
-    none beyond the device's own memory."""
+    """The memory limit a try is checked against: the option when given, else the CPU default, else (CUDA) in
+    the full profile `defaults.CUDA_SEARCH_BUDGET` (40 GiB), in the quick one none beyond the device's memory."""
     if budget is not None:
         return budget
-    return PROFILES[profile].cpu_budget if device.type == "cpu" else None
+    if device.type == "cpu":
+        return PROFILES[profile].cpu_budget
+    return CUDA_SEARCH_BUDGET if Profile(profile) is Profile.FULL else None
 
 
 def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
@@ -173,9 +180,11 @@ class Search:
         return self.capped or any(not t.fits and t.batch == self.largest + 1 for t in self.tries)
 
 
-def largest_batch(fits: Callable[[int], Fit], cap: int, max_tries: int = MAX_TRIES) -> Search:
+def largest_batch(fits: Callable[[int], Fit], cap: int, max_tries: int = MAX_TRIES,
+                  tolerance: float = BISECT_TOLERANCE) -> Search:
     """Doubling from 1 until a try fails or `cap` is reached, then bisection between the last fit and the first
-    failure; at most `max_tries` tries."""
+    failure until the failure is within `tolerance` of the fit (exact below 1 / tolerance: 20 at 5 %); at most
+    `max_tries` tries."""
     search = Search(0)
     low, high, batch = 0, None, 1
     while batch <= cap and len(search.tries) < max_tries:
@@ -187,7 +196,7 @@ def largest_batch(fits: Callable[[int], Fit], cap: int, max_tries: int = MAX_TRI
     if high is None:
         search.largest, search.capped = low, batch > cap
         return search
-    while high - low > 1 and len(search.tries) < max_tries:
+    while high - low > max(1, int(low * tolerance)) and len(search.tries) < max_tries:
         mid = (low + high) // 2
         search.tries.append(fit := fits(mid))
         low, high = (mid, high) if fit.fits else (low, mid)
