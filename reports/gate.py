@@ -41,7 +41,7 @@ def gate_failures(result: Comparison) -> list[str]:
 
 
 # What gives the evidence a reason of `not_judged` lacks (the reason's words -> what to do), in the message's order.
-ROUNDS = "measure each case's run-to-run noise: --bench-rounds 3 (or a directory of good runs as BASELINE)"
+ROUNDS = "measure each case's run-to-run noise: --bench-rounds 3 (or a directory of earlier runs as BASELINE)"
 
 
 REMEDIES = {
