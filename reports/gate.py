@@ -48,6 +48,7 @@ REMEDIES = {
     "contention": "re-run where nothing else takes the host's CPUs (a quiet machine, a runner given this one job)",
     "noise unknown": ROUNDS,
     "not converged": ROUNDS,
+    "contradicted": ROUNDS,
     "too thin": ROUNDS,
     "throttled": "re-run once the GPU is no longer throttled (its cooling, its power brake)",
     "night alone": "re-run (or wait for the next night): a move that holds is a regression, one that does not is not",

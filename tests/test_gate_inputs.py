@@ -101,3 +101,18 @@ def test_a_candidate_dated_before_some_history_runs_is_judged_on_the_nights_befo
     result = compare(load([tmp_path / "runs"]), load([cand]), directory=True)
     assert result.baseline.startswith("3 runs") and "dated after the candidate" in capsys.readouterr().err
     assert gate_status(result) == PASSED
+
+
+def test_a_converged_flag_its_own_spread_contradicts_is_not_believed_by_the_gate(tmp_path):
+    """`converged: true` beside a rel-IQR of 25 %: two single runs without rounds cannot judge a 2x change of it."""
+    data = read(RUN_A)
+    case = converged_case(data)
+    slow = scaled(data, case, 2.0)
+    entry = next(e for e in measured(slow) if e["extra_info"]["case"] == case)
+    entry["extra_info"]["rel_iqr"] = 0.25
+    few = {c["extra_info"]["case"] for c in measured(data)[:5]} | {case}
+    for run in (data, slow):  # too few cases to pool: the run's noise is not measured
+        run["benchmarks"] = [e for e in measured(run) if e["extra_info"]["case"] in few]
+    result = compare(load([write(data, tmp_path / "a.json")]), load([write(slow, tmp_path / "b.json")]))
+    verdict = next(v for v in result.verdicts if v.case == case)
+    assert verdict.verdict == "unsure" and "converged flag contradicted by its spread" in verdict.not_judged

@@ -98,6 +98,11 @@ def above_hundred(frame: pd.DataFrame) -> pd.Series:
 def doubts(row: pd.Series, noise_measured: bool) -> list[str]:
     """Why one run's time of a case cannot be judged as it stands: `throttled` (a thermal or hardware slowdown,
     suites/observers/telemetry.py), and `not converged` where no measured run-to-run noise (rounds, a history)
-    already says how far the case can be trusted."""
-    reasons = [] if noise_measured or not flag(row, "converged", False) else ["not converged"]
+    already says how far the case can be trusted; a `converged` flag that its own spread contradicts (the `x` mark)
+    is not believed."""
+    spread = row.get("rel_iqr")
+    contradicted = flag(row, "converged") and isinstance(spread, int | float) and spread > MAX_CONVERGED_REL_IQR
+    unconverged = flag(row, "converged", False) or contradicted
+    reasons = [] if noise_measured or not unconverged else [
+        "converged flag contradicted by its spread" if contradicted else "not converged"]
     return reasons + (["throttled"] if flag(row, "throttled") else [])
