@@ -65,8 +65,9 @@ def matrix(frame: pd.DataFrame, order: list[str] | None = None) -> NightMatrix:
     """One machine's measured rows (one per case and file) as a NightMatrix, in `order` (default: night_order);
     rows that already carry their `level_s` and `usable` (reports/timeline.py `prepared`) are not worked out again."""
     order = order or night_order(frame)
-    table = frame.assign(level=frame["level_s"] if "level_s" in frame else levels(frame),
-                         usable=frame["usable"] if "usable" in frame else figures_usable(frame))
+    table = pd.DataFrame({"file": frame["file"], "case": frame["case"], "group": frame["group"],
+                          "level": frame["level_s"] if "level_s" in frame else levels(frame),
+                          "usable": frame["usable"] if "usable" in frame else figures_usable(frame)})
     cases = list(dict.fromkeys(table["case"]))
     wide = table.pivot_table(index="case", columns="file", values="level", aggfunc="first").reindex(
         index=cases, columns=order)

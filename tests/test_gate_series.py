@@ -85,8 +85,9 @@ def quiet_night(template: dict, rng: np.random.Generator, day: int, noise: float
         info.pop("contention", None)
         info["contended"] = False
         if info.get("round_medians_s"):  # three rounds, as the nightly runs them (the template was cut in its third)
-            level = float(np.median(info["round_medians_s"]))
-            info["round_medians_s"] = list(level * np.exp(rng.normal(0, noise, 3)))
+            rounds = float(np.median(info["round_medians_s"])) * np.exp(rng.normal(0, noise, 3))
+            scale_entry(entry, float(np.median(rounds)) / entry["stats"]["median"])  # stats agree with the rounds
+            info["round_medians_s"] = list(rounds)
             info["bench_rounds"] = 3
     return night
 

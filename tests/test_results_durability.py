@@ -491,7 +491,6 @@ def test_the_nightly_workflow_keeps_a_killed_runs_journal_as_its_history_entry(t
     assert step.returncode == 0, log[-3000:]
     outputs = dict(line.split("=", 1) for line in (tmp_path / "outputs").read_text().splitlines())
     assert outputs["rc"] == "137" and outputs["result"] == "results/nightly.json.journal"
-    assert "thread" in outputs["good"]  # the machine identity read from the journal's header
 
     condition, keep = _workflow_step("Keep as history entry")
     assert condition.startswith("always()")  # it runs after the failure or cancellation of the run step
