@@ -27,7 +27,8 @@ judged one after another, as the nightly gate meets them, and every reader repla
    can never add up to `EVIDENCE`: a step is named on its third night at the earliest, a smaller move needs more
    nights, and it must outlast the longest run the case has come back from before (a bimodal case that sits in
    its other mode for two nights needs three), and its newest night must lie nearer the new level than the old. A
-   step is named only from a level that rests on `SETTLED` nights, and only where it moved the threshold or more
+   step is named only from a level that rests on `SETTLED` nights (`PERSIST` where a named step began it: a
+   regression undone after four nights is a step back), and only where it moved the threshold or more
    both against the run and in itself, the same way (a case that did not share the run's 6x improvement is no
    slower); other moves only move the level. The nights of a move, while it is unconfirmed, do not move the level.
 4. **A one-night move is `moved`, not a step.** A night beyond the threshold and beyond how far, in noise, one
@@ -111,6 +112,7 @@ class Tracks:
         self.level = np.full(count, np.nan)
         self.reference = np.full(count, np.nan)
         self.follows = np.ones(count, dtype=bool)  # the reference is the current level (no open regression)
+        self.named_level = np.zeros(count, dtype=bool)  # the current level began with a named step
         self.raw = np.full((count, nights), np.nan)  # log levels as measured (the night's shift in them)
         self.raw_level = np.full(count, np.nan)
         self.raw_reference = np.full(count, np.nan)
@@ -266,7 +268,8 @@ class Tracks:
         else:
             old, old_raw = self.level[row], self.raw_level[row]
         before = old
-        settled = int(self.in_level[row, old_start:since].sum()) >= SETTLED
+        nights = int(self.in_level[row, old_start:since].sum())  # a level a named step made is known on PERSIST
+        settled = nights >= (PERSIST if self.named_level[row] else SETTLED)
         span = self.values[row, since:night + 1]
         after = float(np.nanmedian(span)) if np.isfinite(span).any() else before
         self.in_level[row, since:night + 1] = np.isfinite(span)
@@ -294,6 +297,7 @@ class Tracks:
                 self.ref_span[row] = (old_start, since - 1)
         if self.follows[row]:
             self.refer(row)
+        self.named_level[row] = named
         if named:
             self.steps[row].append(Step(since, night, old_raw, raw_after, accepted))
             self.stepping[row, since:night + 1] = True

@@ -161,3 +161,32 @@ def test_levels_of_a_night_are_the_gates(template, tmp_path):
         rounds = rows.loc[case, "round_medians_s"]
         want = float(np.median(rounds)) if isinstance(rounds, list) and rounds else rows.loc[case, "median_s"]
         assert found.levels[i, 0] == pytest.approx(want)
+
+
+def test_history_names_every_labelled_step_where_a_person_sees_it(replayed):
+    """Every labelled step of 10 % or more, either way, from a settled level: named by `history` within a night of
+    where the labels put it, the same way; and its return, where it returned on a night the whole run did not move
+    (tensordict's test_unlock_nested goes +17 % on night 19, back on 23, +16 % again on 30). A return on a night
+    the whole run moved half the threshold is partly the machine's, and named only where the case's own part is
+    beyond the threshold."""
+    name, _, folder = replayed
+    frame = load(sorted(folder.glob("*.json")), samples=False)
+    trends = {t.case: t for t in timeline.trends(frame)}
+    labels = LABELS[name]["steps"]
+    wide = nights.matrix(frame[frame["median_s"] > 0]).levels
+    moved = np.nanmedian(np.log(wide[:, 1:] / wide[:, :-1]), axis=0)  # the whole run's move into each night
+    whole = {s["night"] for s in labels if s["case"] == "*"} | {k + 2 for k in np.flatnonzero(abs(moved) >= 0.025)}
+
+    def nights_of(case: str) -> list[int]:  # the night each step starts on (file names are NNNN_commit.json)
+        runs = trends[case].runs["file"]
+        return [int(runs.iloc[s.at].rsplit("/", 1)[-1][:4]) for s in trends[case].steps]
+
+    for step in labels:
+        if step["case"] == "*" or abs(np.log(step["ratio"])) < np.log(1.10) or step["night"] <= 6:
+            continue
+        starts = nights_of(step["case"])
+        found = [s for s, at in zip(trends[step["case"]].steps, starts, strict=True) if abs(at - step["night"]) <= 1]
+        assert found and (found[0].ratio > 1) == (step["ratio"] > 1), (step["case"], step["night"], starts)
+        until = step.get("persists_until")
+        if until and until not in whole:
+            assert any(abs(at - until) <= 1 for at in starts), (step["case"], until, starts)
