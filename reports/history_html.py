@@ -29,10 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import acceptances, hardware, judge, timeline
+from reports import acceptances, judge, timeline
 from reports.format.load import output_dir
 from reports.plots import levels
 from reports.plots.levels import Panel
+from reports.sections.systems import choose
 from reports.text import file_stem, format_time
 from reports.verdicts import Verdict
 
@@ -136,7 +137,7 @@ def machines(found: list[timeline.Trend], baseline: str | None) -> tuple[dict[st
     labels = list(dict.fromkeys(t.device for t in found))
     if len(labels) < 2:
         return {}, None
-    reference = hardware.choose(labels, baseline)
+    reference = choose(labels, baseline)
     by_case: dict[str, list[timeline.Trend]] = {}
     for t in found:
         by_case.setdefault(t.case, []).append(t)
