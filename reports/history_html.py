@@ -3,7 +3,7 @@
 `python -m reports html DIR` over a history (a machine with `HISTORY_RUNS` runs or more: a nightly history
 directory, or several machines' directories) puts this section first. Its top answers the morning's question:
 per machine, how the newest run fared against the runs the nightly gate judges it by (reports/timeline.py
-`Gate`, which is reports/verdicts.py itself), the cases that moved in it (slower, not judged, faster; worst first)
+`Gate`, which is reports/comparison.py itself), the cases that moved in it (slower, not judged, faster; worst first)
 and the open steps (each series' latest step, the largest slowdown first), each linking to its picture. Then per
 machine and suite, small multiples: one picture per case (reports/plots/levels.py), the cases with news first,
 each in its own figure so that a summary row links to it and a browser's find reaches it by its name; a suite
