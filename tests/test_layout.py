@@ -144,6 +144,18 @@ def test_no_import_cycles():
         visit(name, [])
 
 
+MAX_LINES = 500  # a module longer holds several things a reader has to tell apart: split it along its seams
+
+
+@pytest.mark.parametrize("top", ["suites", "reports"])
+def test_no_module_is_over_500_lines(top):
+    """timing.py had grown to five modules in one (795 lines), verdicts.py to four; a module of its own is where a
+    reader looks for the stopping rule, or for how a pair of runs is judged."""
+    found = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / top).rglob("*.py"))
+             if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert found == {}, f"over {MAX_LINES} lines"
+
+
 def _stop_rules_written(path: Path) -> int:
     calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)]
     return sum(isinstance(c.func, ast.Name) and c.func.id == "StopRule" for c in calls)
