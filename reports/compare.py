@@ -1,6 +1,6 @@
 """`python -m reports compare BASELINE CANDIDATE`: did any case get slower? One verdict per case, for nightly CI.
 
-The verdicts are reports/verdicts.py's (each case judged by its run-to-run noise, the rule of reports/change.py),
+The verdicts are reports/comparison.py's (each case judged by its run-to-run noise, the rule of reports/change.py),
 the gate's exit status reports/gate.py's (`--fail-on-regression`: 0 passed, 1 failed, 3 could not judge). This
 module is the command: its options, the report as text or markdown (a summary, the noise that judged it, the
 cases that changed or are unsure), and the whole comparison as one JSON object (`--json FILE`; docs/results.md,
@@ -20,12 +20,14 @@ import pandas as pd
 
 from reports import acceptances, baseline, noise
 from reports.change import ASSUMED_NOISE_PCT, DEFAULT_THRESHOLD_PCT, VERDICTS
+from reports.comparison import Comparison, compare, noise_sources
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import load
 from reports.format.outputs import refuse_inputs, write_text
 from reports.format.schema import COMPARE_SCHEMA_VERSION
 from reports.gate import FAILED, GATE_STATUS, NOT_JUDGED, PASSED, gate_failures, gate_not_judged, gate_status
+from reports.pair_judgement import DEFAULT_ALPHA, smallest_slower
 from reports.text import (
     MARKDOWN,
     fit,
@@ -37,7 +39,7 @@ from reports.text import (
     signed_percent,
     terminal_width,
 )
-from reports.verdicts import DEFAULT_ALPHA, Comparison, Verdict, compare, noise_sources, smallest_slower
+from reports.verdicts import Verdict
 
 
 def noise_line(result: Comparison) -> str:

@@ -10,8 +10,8 @@ why, is reports/verdicts.py's.
 
 from __future__ import annotations
 
+from reports.comparison import Comparison
 from reports.text import signed_percent
-from reports.verdicts import Comparison
 
 # The gate's exit statuses (2 is every command's usage error, reports/__main__.py): could-not-judge differs from
 # both a pass and a regression, so that a CI job can re-run instead of going green or red on noise.

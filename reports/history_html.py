@@ -3,7 +3,7 @@
 `python -m reports html DIR` over a history (a machine with `HISTORY_RUNS` runs or more: a nightly history
 directory, or several machines' directories) puts this section first. Its top answers the morning's question:
 per machine, how the newest run fared against the runs the nightly gate judges it by (reports/timeline.py
-`Gate`, which is reports/verdicts.py itself), the cases that moved in it (slower, not judged, faster; worst first)
+`Gate`, which is reports/comparison.py itself), the cases that moved in it (slower, not judged, faster; worst first)
 and the open steps (each series' latest step, the largest slowdown first), each linking to its picture. Then per
 machine and suite, small multiples: one picture per case (reports/plots/levels.py), the cases with news first,
 each in its own figure so that a summary row links to it and a browser's find reaches it by its name; a suite
@@ -29,10 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import acceptances, hardware, judge, timeline
+from reports import acceptances, judge, timeline
 from reports.format.load import output_dir
 from reports.plots import levels
 from reports.plots.levels import Panel
+from reports.sections.systems import choose
 from reports.text import file_stem, format_time
 from reports.verdicts import Verdict
 
@@ -136,7 +137,7 @@ def machines(found: list[timeline.Trend], baseline: str | None) -> tuple[dict[st
     labels = list(dict.fromkeys(t.device for t in found))
     if len(labels) < 2:
         return {}, None
-    reference = hardware.choose(labels, baseline)
+    reference = choose(labels, baseline)
     by_case: dict[str, list[timeline.Trend]] = {}
     for t in found:
         by_case.setdefault(t.case, []).append(t)

@@ -1,9 +1,10 @@
 """`python -m reports html RESULTS... -o DIR`: one self-contained page, DIR/index.html, for a CI artifact.
 
 The page holds the runs it was built from, what each lever of the recipe is worth on each device (levers.py),
-the result tables per suite and device, the devices side by side when there are several (hardware.py), and every
-suite's PNG plot (reports.plot) embedded as a base64 data URI, so the one file can be mailed or
-opened from a downloaded artifact without its folder. Every name and param is HTML-escaped.
+the result tables per suite and device (reports/sections/group_tables.py), the devices side by side when there
+are several (reports/sections/systems.py), and every suite's PNG plot (reports/plots/registry.py) embedded as a
+base64 data URI, so the one file can be mailed or opened from a downloaded artifact without its folder. Every
+name and param is HTML-escaped.
 
 It says what it knows: a run cut short is named at the top and in the runs table; several runs of one device
 are shown run by run (levers per run, a `run` column in the tables, plots per run), never pooled; a lever
@@ -23,11 +24,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import acceptances, change, device_peaks, hardware, history_html, levers, marks, plot
+from reports import acceptances, change, device_peaks, history_html, levers, marks
 from reports.format.load import load, output_dir, runs, warn
 from reports.format.outputs import refuse_inputs, write_text
-from reports.plots import effects
-from reports.table import group_table, with_run
+from reports.plots import effects, registry, system_bars
+from reports.sections import systems
+from reports.sections.group_tables import group_table, with_run
 from reports.text import constant_columns, not_measured, run_notes, times_are
 
 STYLE = """
@@ -50,7 +52,7 @@ def esc(value: object) -> str:
 
 def cell_html(value: object) -> str:
     """One cell: escaped text, a float to four significant digits, blank for a missing value (NaN or None, which
-    reports.table uses for a param a case lacks)."""
+    reports/sections/group_tables.py uses for a param a case lacks)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return f"{value:.4g}" if isinstance(value, float) else esc(value)
@@ -203,8 +205,8 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
     then per suite the picture of the same cases beside their table."""
     if "median_s" not in frame or frame["median_s"].isna().all():
         return ""  # nothing timed: the page still lists what failed and why
-    rows, base = hardware.side_by_side(frame, baseline)
-    common = hardware.shared(rows)
+    rows, base = systems.side_by_side(frame, baseline)
+    common = systems.shared(rows)
     if common.empty:
         return ""
     output_dir(outdir)
@@ -214,23 +216,23 @@ def hardware_section(frame: pd.DataFrame, baseline: str | None, outdir: Path) ->
         parts.append(image_html(levers_png))
     for group, part in common.groupby(common["group"].fillna("(no group)"), sort=True):
         parts.append(f"<h3>{esc(group)}</h3>")
-        if bars := hardware.bar_plot(str(group), part, base, outdir):
+        if bars := system_bars.bar_plot(str(group), part, base, outdir):
             parts.append(image_html(bars))
-        parts.append(marked_html(hardware.table(part)))
+        parts.append(marked_html(systems.table(part)))
     return "".join(parts)
 
 
 def suite_plots(frame: pd.DataFrame, outdir: Path) -> tuple[list[tuple[str | None, list[Path]]], list[str]]:
-    """Every plot of reports.plot.PLOTTERS, run by run as plot.write_all draws them, but one plotter at a
+    """Every plot of registry.PLOTTERS, run by run as registry.write_all draws them, but one plotter at a
     time, so that a plotter that fails costs the page its own plots only: the nightly report is most needed when
     something broke. Returns the PNGs per run (None: one pass) and one line per failed plotter (also warned)."""
     output_dir(outdir)
     images, failures = [], []
-    for run, part in plot.by_run(frame):
+    for run, part in registry.by_run(frame):
         drawn = []
-        for module in plot.PLOTTERS:
+        for module in registry.PLOTTERS:
             try:
-                drawn += module.plots(part, plot.run_folder(outdir, run))
+                drawn += module.plots(part, registry.run_folder(outdir, run))
             except Exception as exc:  # a plotter's bug is reported on the page, the rest of the report stands
                 failures.append(f"{module.__name__}: {type(exc).__name__}: {exc}")
                 warn(f"html: plots of {failures[-1]}")

@@ -9,17 +9,26 @@ runner it is every night's figure, and its spread is part of the noise the serie
 candidate's verdict, the verdict says contention explains it and the gate does not judge it (reports/verdicts.py).
 A run cut short (`incomplete_reason`) is not a night: what it did not reach would read as missing and what it
 reached may be what killed it.
+
+The newest night's verdicts (`history_verdicts`, for `compare` over a history, reports/comparison.py): a case is
+`slower` when a change that held (three nights at least) left it the threshold or more above its reference and
+nobody accepted it (`python -m reports accept`); a one-night move beyond what the series has shown is not judged
+(exit 3: the next night, or a re-run, tells a step from a blip); a night on which the whole run moved is not judged
+either, and the shift is named instead of a list of cases.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from reports import judge, noise
+from reports import acceptances, judge, noise
+from reports.format import trust
+from reports.verdicts import RunShift, Verdict, finish
 
 
 @dataclass
@@ -95,3 +104,99 @@ def run(found: NightMatrix, threshold_pct: float, group_thresholds: dict[str, fl
 def p_value(change: float, sigma: float) -> float:
     """Two-sided p-value of a change of level (log units) against the reference, in units of the noise."""
     return float(2 * stats.norm.sf(abs(change) / sigma)) if sigma > 0 and np.isfinite(change) else 1.0
+
+
+def night_label(frame: pd.DataFrame, file: str) -> str:
+    """`2024-05-23 8c30fbc6 (0009_8c30fbc6.json)`: what a person bisecting needs to find the night."""
+    row = frame[frame["file"] == file].iloc[0]
+    when = row["datetime"].strftime("%Y-%m-%d") if pd.notna(row["datetime"]) else "no date"
+    commit = str(row["commit"])[:8] if isinstance(row.get("commit"), str) else "no commit"
+    return f"{when} {commit} ({str(file).rsplit('/', 1)[-1]})"
+
+
+def _percent(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f} %"
+
+
+def _last_noise(found: judge.Judgement, row: int) -> float:
+    """The noise a case was last judged by (log units): a night set aside (the whole run moved) has none of its own."""
+    seen = found.tracks.sigma_at[row][np.isfinite(found.tracks.sigma_at[row])]
+    return float(seen[-1]) if len(seen) else found.floor
+
+
+def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.DataFrame, cand: pd.Series,
+                  base: list[pd.Series], threshold_pct: float) -> Verdict:
+    """One case's verdict on the newest night of a history, from the judgement's outcome (module docstring)."""
+    row, last = found.index(cand["case"]), found.nights - 1
+    out = judge.outcome(found.tracks, row, last, found.threshold[row], found.shifts[last])
+    own = found.tracks.raw_reference[row]
+    reference = float(np.exp(own)) if np.isfinite(own) else float(np.median([noise.level(r) for r in base]))
+    level = noise.level(cand)
+    ratio = level / reference
+    verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure", ratio=ratio, ci_low=out.ci_low,
+                      ci_high=out.ci_high, p_value=p_value(math.log(ratio), out.sigma), baseline_s=reference,
+                      candidate_s=level, threshold_pct=threshold_pct, status=out.status, source="history",
+                      noise_pct=float(np.expm1(_last_noise(found, row)) * 100),
+                      basis=f"{int(np.isfinite(nights_of.levels[row]).sum())} nights of this machine")
+    def label(at: int) -> str:
+        return night_label(frame, nights_of.files[at])
+
+    beyond = ratio > 1 + threshold_pct / 100
+    if out.status == judge.SLOWER:
+        verdict.verdict = "slower"
+        since = f" from {label(out.step.at)}, held {last - out.step.at + 1} nights" if out.step else ""
+        verdict.note = (f"a change that held: {_percent(out.ratio)} against its reference{since}; open until it is "
+                        "fixed or accepted (python -m reports accept)")
+    elif out.status == judge.UNDONE:
+        verdict.not_judged = (f"a regression{' from ' + label(out.step.at) if out.step else ''} is open, and this "
+                              "night is back within the threshold of its reference: re-run to see it hold")
+    elif out.status == judge.MOVED:
+        verdict.not_judged = (f"moved {_percent(out.ratio)} on this night alone ({out.z:.0f} x its noise, beyond what "
+                              f"this machine's cases show once in {judge.NIGHTS_PER_ALARM} nights): re-run; a "
+                              f"regression if it holds {judge.PERSIST} nights")
+    elif out.status == judge.FASTER:
+        verdict.verdict = "faster"
+        verdict.note = f"a change that held: {_percent(out.step.ratio)} from {label(out.step.at)}"
+    elif out.status == judge.SHIFTED:
+        verdict.note = "the whole run moved this night (below): its cases are judged as a whole, not one by one"
+    elif out.status == judge.MISSING:
+        verdict.note = "this night's figure cannot be judged (host contention or throttling)"
+        verdict.looks = "slower" if beyond else ""
+    elif out.status == judge.NEW:
+        verdict.note = "no earlier figure of it could be judged"
+        verdict.not_judged = "no earlier figure that could be judged" if beyond else ""
+    else:
+        verdict.verdict = "same" if 1 / (1 + threshold_pct / 100) <= out.ratio <= 1 + threshold_pct / 100 else "unsure"
+        if out.status == judge.SEEN:
+            verdict.note = f"moved {_percent(out.ratio)}, as far as on {out.blips} earlier nights it came back from"
+        elif out.status == judge.MOVED_FASTER:
+            verdict.note = f"moved {_percent(out.ratio)} on this night alone"
+        elif out.status == judge.BEHIND:
+            verdict.note = ("slower than the whole run (which moved more), no slower than its own reference: not a "
+                            "regression of this case")
+        elif verdict.verdict == "unsure":
+            verdict.note = f"within this case's noise ({verdict.noise_pct:.1f} % per night, {verdict.basis})"
+    return finish(verdict, base, cand, [f"candidate {why}" for why in trust.doubts(cand, True)])
+
+
+def history_verdicts(base: pd.DataFrame, cand: pd.DataFrame, threshold_pct: float,
+                     group_thresholds: dict[str, float], noise_floor_pct: float,
+                     accepted: list[acceptances.Record]) -> tuple[list[Verdict], RunShift]:
+    """Every common case judged on the newest night of a history (module docstring), and the whole run's shift."""
+    frame = pd.concat([base, cand], ignore_index=True)
+    found_nights = matrix(frame, [*night_order(base), str(cand["file"].iloc[0])])
+    found = run(found_nights, threshold_pct, group_thresholds, noise_floor_pct,
+                       acceptances.for_nights(accepted, frame, found_nights.files))
+    runs = {file: part for file, part in base.groupby("file", sort=False)}
+    found_verdicts = []
+    for case in [c for c in cand.index if c in set(base.index)]:
+        rows = [runs[f].loc[case] for f in found_nights.files[:-1] if case in runs[f].index]
+        found_verdicts.append(night_verdict(found, found_nights, frame, cand.loc[case], rows,
+                                            group_thresholds.get(cand.loc[case, "group"], threshold_pct)))
+    out = judge.outcome(found.shift, 0, found.nights - 1, float(np.median(found.threshold)))
+    moved = sum(v.ratio > 1 + v.threshold_pct / 100 for v in found_verdicts)
+    note = (f"the whole run moved {_percent(out.ratio)} this night ({moved} of {len(found_verdicts)} cases beyond "
+            "their threshold): the machine, not one case; re-run" if out.status == judge.MOVED else
+            f"the whole run is {_percent(out.ratio)} against its reference, a shift that held: the machine (a driver, "
+            "a clock) or a change every case shares; accept it if it is meant" if out.status == judge.SLOWER else "")
+    return found_verdicts, RunShift(out.status, out.ratio, int(np.isfinite(found_nights.levels[:, -1]).sum()), note)

@@ -17,8 +17,8 @@ the key but not the figures are kept apart, with a warning (a clock that did not
 run dated more than a day after the moment the reports run (a wrong clock) cannot be placed among the nights: it
 is left out with a warning rather than becoming "the newest run".
 
-The newest run of each machine is judged as the gate judges it (`Gate`, with reports/verdicts.py itself, over the
-machine's runs before it): its verdicts are the cases that moved in the last run.
+The newest run of each machine is judged as the gate judges it (`Gate`, with reports/comparison.py's `compare`
+itself, over the machine's runs before it): its verdicts are the cases that moved in the last run.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports import acceptances, judge, marks, nights, noise, verdicts
+from reports import acceptances, judge, marks, nights, noise
+from reports.comparison import Comparison, compare
 from reports.format.errors import InputError
 from reports.format.load import warn
-from reports.verdicts import Comparison, Verdict
+from reports.verdicts import Verdict
 
 RUN_KEY = ["machine_id", "datetime", "commit"]  # what a run and its copies share (their file names differ)
 FUTURE = pd.Timedelta(days=1)  # a run dated this far after now has a wrong clock
@@ -264,7 +265,7 @@ def run_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class Gate:
-    """The newest run of one machine judged as the nightly gate judges it: by reports/verdicts.py against the
+    """The newest run of one machine judged as the nightly gate judges it: by reports/comparison.py against the
     machine's runs before it (the history compare reads), or why it could not be."""
 
     machine: str
@@ -303,7 +304,7 @@ def gate(history: pd.DataFrame, accepted: list[acceptances.Record] | None = None
             found.append(Gate(machine, device, file, [], basis, None, "no run of this machine before it"))
             continue
         try:
-            comparison = verdicts.compare(earlier, cand, accepted=accepted, directory=True)
+            comparison = compare(earlier, cand, accepted=accepted, directory=True)
         except InputError as exc:  # every earlier run incomplete, say: the page says why instead of failing
             found.append(Gate(machine, device, file, [], basis, None, str(exc)))
             continue

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reports import acceptances, judge
+from reports.comparison import compare
 from reports.format.load import load
 from reports.gate import FAILED, NOT_JUDGED, gate_failures, gate_not_judged, gate_status
-from reports.verdicts import compare
 from tests.resultfiles import DATA
 
 SERIES = DATA / "series"

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from reports.__main__ import main
+from reports.comparison import compare
 from reports.format.load import load
 from reports.gate import FAILED, NOT_JUDGED, PASSED, gate_status
-from reports.verdicts import compare
 from tests.resultfiles import DATA
 
 BUSY = DATA / "busy_gate"

@@ -10,12 +10,13 @@ import pytest
 
 from reports.__main__ import main
 from reports.compare import parse_group_thresholds
+from reports.comparison import compare
 from reports.format import strict_json
 from reports.format.errors import InputError
 from reports.format.load import load
 from reports.gate import NOT_JUDGED, gate_status
 from reports.noise import level
-from reports.verdicts import compare, decide
+from reports.pair_judgement import decide
 from suites.observers.telemetry import Sample, summarize
 from tests.resultfiles import (
     DATA,

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from reports import hardware, table
 from reports.format import fields, validate
+from reports.sections import group_tables, systems
 
 ACCEPTED = {
     "TEXT": ["matmul", ""],
@@ -61,8 +61,8 @@ def test_every_figure_a_report_shows_is_a_typed_field():
     the report itself): a field added to a report without a type would take whatever a file holds."""
     typed = {f.column for f in [*fields.RUN.values(), *fields.ENTRY.values()] if f.column} | set(fields.DERIVED)
     computed = {"time", "mark", "enqueue", "busy", "system", "speedup"}  # formatted or derived by the report
-    assert set(table.FIGURES) - computed <= typed, sorted(set(table.FIGURES) - computed - typed)
-    assert set(hardware.FIGURES) - computed <= typed, sorted(set(hardware.FIGURES) - computed - typed)
+    assert set(group_tables.FIGURES) - computed <= typed, sorted(set(group_tables.FIGURES) - computed - typed)
+    assert set(systems.FIGURES) - computed <= typed, sorted(set(systems.FIGURES) - computed - typed)
 
 
 def test_reserved_columns_hold_the_run_and_the_loaders_own():

@@ -10,9 +10,9 @@ import pytest
 
 from reports import judge, timeline
 from reports.__main__ import main
+from reports.comparison import compare
 from reports.format.load import load
 from reports.gate import PASSED, gate_status
-from reports.verdicts import compare
 from tests.resultfiles import ROUNDS_A, RUN_A, converged_case, dated, measured, read, scaled, write
 
 

@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 
 from reports import nights, timeline
+from reports.comparison import compare
 from reports.format import strict_json
 from reports.format.load import load
 from reports.gate import FAILED, PASSED, gate_status
 from reports.history_html import build
-from reports.verdicts import compare
 from tests.nightly_replay import SERIES, replay, score
 from tests.resultfiles import DATA, dated, measured, scale_entry, write
 

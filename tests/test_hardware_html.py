@@ -13,10 +13,12 @@ import re
 import pandas as pd
 import pytest
 
-from reports import hardware, levers, plot
+from reports import levers
 from reports.__main__ import main
 from reports.format.errors import InputError
 from reports.format.load import device_name, load
+from reports.plots import registry
+from reports.sections import systems
 from tests.resultfiles import DATA, RUN_A, read, write
 
 pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
@@ -26,7 +28,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_side_by_side_has_every_common_case_on_both_systems():
-    rows, baseline = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
+    rows, baseline = systems.side_by_side(load([RUN_A, RUN_1THREAD]))
     assert baseline == load([RUN_A])["device"].iloc[0]  # the first file's system by default
     assert rows["system"].nunique() == 2
     both = rows.groupby("case")["system"].nunique()
@@ -42,17 +44,17 @@ def test_side_by_side_has_every_common_case_on_both_systems():
 
 def test_baseline_by_substring_and_unknown_baseline():
     frame = load([RUN_A, RUN_1THREAD])
-    _, baseline = hardware.side_by_side(frame, "1 thread")
+    _, baseline = systems.side_by_side(frame, "1 thread")
     assert baseline.endswith("(1 thread)")
     with pytest.raises(InputError, match="--baseline 'H100'"):
-        hardware.side_by_side(frame, "H100")
+        systems.side_by_side(frame, "H100")
 
 
 def test_one_device_on_two_machines_gets_the_machine_in_its_label(tmp_path):
     copy = read(RUN_A)
     copy["machine_info"]["node"] = "fixture-copy-on-another-node"  # a labelling test, not a measurement
     frame = load([RUN_A, write(copy, tmp_path / "copy.json")])
-    labels = set(hardware.systems(frame))
+    labels = set(systems.systems(frame))
     assert len(labels) == 2 and all(" @ " in label for label in labels)
 
 
@@ -150,8 +152,8 @@ def test_systems_without_common_cases_get_tables_but_no_bars(tmp_path, capsys):
     assert "test_tokenize" in out  # no params: identified by its name
     assert "nearest " in out and "bilinear " in out  # params: identified by them
     assert list(tmp_path.glob("*.png")) == []
-    rows, _ = hardware.side_by_side(load(files))
-    assert hardware.shared(rows).empty
+    rows, _ = systems.side_by_side(load(files))
+    assert systems.shared(rows).empty
 
 
 def test_train_step_levers_pair_cases_that_name_different_experiments():
@@ -197,7 +199,7 @@ def test_a_failing_plotter_costs_the_page_only_its_own_plots(tmp_path, monkeypat
         def plots(frame, outdir):
             raise KeyError("pass")
 
-    monkeypatch.setattr(plot, "PLOTTERS", [*plot.PLOTTERS, Broken()])
+    monkeypatch.setattr(registry, "PLOTTERS", [*registry.PLOTTERS, Broken()])
     assert main(["html", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path)]) == 0
     page = (tmp_path / "index.html").read_text()
     assert "<b>Plot failed</b>: reports.plot_broken: KeyError: &#x27;pass&#x27;" in page
@@ -219,7 +221,7 @@ def test_two_boxes_of_one_name_are_two_systems_and_torch_can_be_a_column(tmp_pat
     other = read(RUN_A)
     other["machine_info"]["identity"] = {"machine": "box-2", "torch": "2.14.1+cpu"}
     frame = load([RUN_A, write(other, tmp_path / "other.json")])
-    labels = set(hardware.systems(frame))
+    labels = set(systems.systems(frame))
     assert len(labels) == 2 and any(label.endswith("[box-2]") for label in labels)
     assert main(["hardware", str(RUN_A), str(tmp_path / "other.json"), "--torch"]) == 0
     out = capsys.readouterr().out

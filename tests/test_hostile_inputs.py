@@ -25,8 +25,8 @@ import pandas as pd
 import pytest
 
 from reports.__main__ import main
+from reports.comparison import compare
 from reports.format.load import load
-from reports.verdicts import compare
 from tests import hostile
 
 pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels

@@ -93,19 +93,42 @@ def test_the_results_format_imports_no_report():
         assert third_party <= {"__future__"}, f"{name} imports {sorted(third_party)}"
 
 
-def test_a_report_command_imports_no_other_but_the_page_of_all_of_them():
-    """The commands share helpers through reports.text and the other shared modules, never through a command
-    (html -> hardware -> history -> compare -> table was a chain of helpers); `html` is the page of all of them."""
+def import_graph() -> dict[str, set[str]]:
+    """Each module of suites/ and reports/ with the modules of theirs it imports."""
+    return {name: {n for n in imports_of(path) if n in MODULES and n != name} for name, path in MODULES.items()}
+
+
+def import_chain(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """The shortest chain of imports from one module to another (both included), None where there is none."""
+    came_from: dict[str, str | None] = {start: None}
+    queue = [start]
+    for name in queue:
+        if name == goal:
+            chain = [name]
+            while (before := came_from[chain[-1]]) is not None:
+                chain.append(before)
+            return chain[::-1]
+        for dep in sorted(graph[name] - set(came_from)):
+            came_from[dep] = name
+            queue.append(dep)
+    return None
+
+
+def test_no_report_command_imports_another():
+    """A command module (reports/__main__.py `COMMANDS`) holds its command line and its own rendering; what it
+    shares with another command or with the HTML page lives in a module that is no command (reports/sections/,
+    reports/plots/, reports/text.py, ...), so that a change to one command's output cannot reach another's. Counted
+    through the modules in between: the page's history section importing `hardware` was the page importing it."""
     from reports.__main__ import COMMANDS
 
-    commands = set(COMMANDS.values())
-    for name in commands - {"reports.html"}:
-        used = {n for n in imports_of(MODULES[name]) if n in commands and n != name}
-        assert not used, f"{name} imports the commands {sorted(used)}"
+    graph, commands = import_graph(), set(COMMANDS.values())
+    found = [" -> ".join(chain) for name in sorted(commands) for other in sorted(commands - {name})
+             if (chain := import_chain(graph, name, other))]
+    assert found == []
 
 
 def test_no_import_cycles():
-    graph = {name: {n for n in imports_of(path) if n in MODULES and n != name} for name, path in MODULES.items()}
+    graph = import_graph()
     done: set[str] = set()
 
     def visit(name: str, stack: list[str]) -> None:
@@ -119,6 +142,18 @@ def test_no_import_cycles():
 
     for name in sorted(graph):
         visit(name, [])
+
+
+MAX_LINES = 500  # a module longer holds several things a reader has to tell apart: split it along its seams
+
+
+@pytest.mark.parametrize("top", ["suites", "reports"])
+def test_no_module_is_over_500_lines(top):
+    """timing.py had grown to five modules in one (795 lines), verdicts.py to four; a module of its own is where a
+    reader looks for the stopping rule, or for how a pair of runs is judged."""
+    found = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / top).rglob("*.py"))
+             if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert found == {}, f"over {MAX_LINES} lines"
 
 
 def _stop_rules_written(path: Path) -> int:

@@ -13,8 +13,9 @@ import pytest
 
 from reports.__main__ import main
 from reports.format import jsonstream
+from reports.format.document import read_json
 from reports.format.errors import InputError
-from reports.format.load import load, read_json
+from reports.format.load import load
 from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.format.load import read_json
+from reports.format.document import read_json
 from tests.histories import Nights, real_runs, steady_case
 from tests.resultfiles import DATA, dated, read, write
 from tests.runs import run_command

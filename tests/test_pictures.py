@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from reports import device_peaks, hardware
+from reports import device_peaks
 from reports.__main__ import main
 from reports.format.load import load
-from reports.plots import effects, matmul, roofline
+from reports.plots import effects, matmul, roofline, system_bars
+from reports.sections import systems
 from tests.resultfiles import DATA, RUN_A, RUN_B, converged_case, dated, read, scaled, write
 
 pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
@@ -89,11 +90,11 @@ def test_a_roofline_without_peaks_names_no_roof_and_keeps_its_title_lines():
 
 
 def test_lever_picture_needs_two_systems(tmp_path):
-    rows, _ = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
+    rows, _ = systems.side_by_side(load([RUN_A, RUN_1THREAD]))
     assert effects.plot(rows, tmp_path).read_bytes().startswith(PNG)
     found = effects.effects(rows)
     assert found.groupby("comparison")["system"].nunique().eq(2).all()
-    one, _ = hardware.side_by_side(load([RUN_A]))
+    one, _ = systems.side_by_side(load([RUN_A]))
     assert effects.plot(one, tmp_path / "one") is None
 
 
@@ -119,8 +120,8 @@ def test_peaks_of_a_file_that_vanished_are_a_warning(tmp_path, capsys):
 
 
 def test_hardware_bars_have_a_time_and_a_speedup_panel(tmp_path):
-    rows, base = hardware.side_by_side(load([RUN_A, RUN_1THREAD]))
-    path = hardware.bar_plot("matmul", hardware.shared(rows[rows["group"] == "matmul"]), base, tmp_path)
+    rows, base = systems.side_by_side(load([RUN_A, RUN_1THREAD]))
+    path = system_bars.bar_plot("matmul", systems.shared(rows[rows["group"] == "matmul"]), base, tmp_path)
     assert path.read_bytes().startswith(PNG)
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import plot
 from reports.format.load import load
+from reports.plots import registry
 
 DATA = Path(__file__).parent / "data"
 
@@ -16,7 +16,7 @@ MATMUL_PLOTTERS = {"reports.plots.matmul", "reports.plots.roofline"}
 OTHER_PROJECTS = "reports.plots.group_times"  # a chart per group of cases without extra_info.suite
 
 
-@pytest.mark.parametrize("plotter", plot.PLOTTERS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("plotter", registry.PLOTTERS, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("results", ["run_cpu_quick.json", "pb3_other_project.json", "pb5_other_project.json"])
 def test_plotter_skips_results_without_its_suite(plotter, results, tmp_path):
     frame = load([DATA / results])
@@ -30,5 +30,5 @@ def test_plotter_skips_results_without_its_suite(plotter, results, tmp_path):
 
 
 def test_plot_command_writes_the_batch_plot_from_a_real_run(tmp_path):
-    written = plot.write_all(load([DATA / "batch_size_cpu_quick.json"]), tmp_path)
+    written = registry.write_all(load([DATA / "batch_size_cpu_quick.json"]), tmp_path)
     assert written and all(p.suffix == ".png" and p.stat().st_size > 1000 for p in written)

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reports.change import VERDICTS  # noqa: E402
+from reports.comparison import compare  # noqa: E402
 from reports.format.load import load  # noqa: E402
 from reports.gate import gate_status  # noqa: E402
-from reports.verdicts import compare  # noqa: E402
 
 SELECTION = ["bench/test_matmul.py", "bench/test_conv.py"]
 TIME_STATS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.format import load
+from reports.format import document, load
 from reports.format.errors import InputError
 
 
@@ -68,7 +68,7 @@ def results_path(path: Path) -> Path:
     """The file to read for results written to `path`: itself, else the journal its killed run left."""
     if path.exists():
         return path
-    journal = path.with_name(path.name + load.JOURNAL_SUFFIX)
+    journal = path.with_name(path.name + document.JOURNAL_SUFFIX)
     if journal.exists():
         return journal
     raise InputError(f"{path}: not written (the run did not start, failed before its first case, or was left out)")
@@ -80,7 +80,7 @@ def read_run(path: str | Path) -> RunRecord:
     source = results_path(Path(path))
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
-        data = load.read_json(source)
+        data = document.read_json(source)
         cases = records(load.load([source])) if data.get("benchmarks") or data.get("not_measured") else []
     machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     reason = data.get("incomplete_reason") if data.get("incomplete") is True else None

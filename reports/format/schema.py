@@ -4,7 +4,7 @@
 (docs/schema/results.schema.json), `COMPARE_SCHEMA_VERSION` that of `compare --json`
 (docs/schema/compare.schema.json). A version changes when a field is renamed, removed or changes its meaning;
 a field added leaves it as it is, so a reader of version N reads every later file of version N, and a file of a
-higher version is refused by the reader (reports/format/load.py): what it renamed or changed would be read wrong.
+higher version is refused by the reader (reports/format/document.py): what it renamed or changed would be read wrong.
 `JOURNAL_VERSION` is the `journal` field of a journal's header line: the layout of its lines.
 """
 

@@ -108,7 +108,7 @@ def run_axis(runs: pd.DataFrame) -> np.ndarray:
 
 def time_unit(seconds: float) -> tuple[str, float]:
     """The unit a time axis reads best in (its typical value between 1 and 1000), and its scale: the units of
-    reports/table.py's `format_time`, which gives text, not a scale."""
+    reports/text.py's `format_time`, which gives text, not a scale."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
             return unit, scale

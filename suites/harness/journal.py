@@ -2,7 +2,7 @@
 
 Why a journal: pytest-benchmark writes its JSON once, after the last test, so a run killed at minute 50 of 60
 (SIGKILL, the OOM killer) would keep nothing. The journal keeps every finished case; `python -m reports` reads
-it as a results file marked incomplete (reports/format/load.py, `read_journal`).
+it as a results file marked incomplete (reports/format/document.py, `Document`).
 
 Format (JSON Lines, each line strict JSON with its own `nonfinite`: docs/results.md): a header `{"journal": 2,
 "schema_version": 1, "machine_info": ..., "commit_info": ..., "datetime": ..., "version": ..., "writer": {"pid",

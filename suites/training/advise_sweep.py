@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.format import load
+from reports.format import document
 from reports.format.errors import InputError
 from suites.core import children
 from suites.training.advise_rules import SweepCase, add_parity, combination, doubted, label, merge, read_rows
@@ -101,9 +101,9 @@ def say(message: str) -> None:
 
 def finished_cases(path: Path) -> int | None:
     """How many cases a running sweep has finished: the entries of its journal (None before it has one)."""
-    journal = path.with_name(path.name + load.JOURNAL_SUFFIX)
+    journal = path.with_name(path.name + document.JOURNAL_SUFFIX)
     try:
-        data = load.read_json(journal)
+        data = document.read_json(journal)
     except (InputError, OSError):
         return None
     return len(data["benchmarks"]) + len(data["not_measured"])
