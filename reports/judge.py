@@ -345,8 +345,7 @@ def _steps_between_values(window: np.ndarray) -> np.ndarray:
 
 
 def _nanmedian(a: np.ndarray) -> np.ndarray:
-    """Row medians ignoring NaN, NaN for a row with none (where numpy warns of an empty slice: the caller masks
-    those rows)."""
+    """Row medians ignoring NaN, NaN for a row with none (numpy warns there; the caller masks those rows)."""
     if a.shape[1] == 0:
         return np.full(a.shape[0], np.nan)
     with warnings.catch_warnings():
