@@ -16,7 +16,8 @@ boundary. Reported per precision with activation checkpointing off and on: the m
 Memory: on CUDA the caching allocator's peak, and a try fits when it raises no OutOfMemoryError. On the CPU,
 exhausting the machine's RAM is no safe test, so the limit is a budget (`--bench-mem-budget`, default
 the profile's `cpu_budget`) checked against the peak that torch.profiler's memory events measure for each try
-(suites/core/memory.py). With the budget given on CUDA, a try must also stay under it.
+(suites/core/memory.py). On CUDA a try must also stay under the budget when there is one: the option's, else in the
+full profile 40 GiB (`budget_for`: docs/batch_size.md says why), and every case records it (`mem_budget_bytes`).
 """
 
 from __future__ import annotations
