@@ -85,16 +85,17 @@ def this_gpu(device: torch.device) -> estimate.Target:
 
 
 def this_cpu() -> estimate.Target:
-    """This host's CPU: its float32 and bfloat16 matmul rates and copy bandwidth, timed here (half a second)."""
+    """This host's CPU: its float32 and bfloat16 matmul rates and copy bandwidth, timed here (tens of ms: the
+    main job on a CPU pays it at its start)."""
     def rate(dtype: torch.dtype) -> float:
-        a = torch.randn(512, 512).to(dtype)
+        a = torch.randn(256, 256).to(dtype)
         a @ a
         start = time.perf_counter()
         for _ in range(5):
             a @ a
-        return 5 * 2 * 512**3 / (time.perf_counter() - start)
+        return 5 * 2 * 256**3 / (time.perf_counter() - start)
 
-    x = torch.empty(2**24)
+    x = torch.empty(2**22)
     start = time.perf_counter()
     x.clone()
     bandwidth = 2 * x.numel() * 4 / (time.perf_counter() - start)
