@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from suites.harness.options import choose_profile
-from tests.runs import run_bench, run_pytest_in_process
+from tests.runs import run_bench, run_pytest, run_pytest_in_process
 
 
 def never() -> str:
@@ -56,3 +56,11 @@ def test_a_run_says_and_records_its_profile(tmp_path):
                      r"[01] reasoned \(suites/core/estimate.py\)", run.stdout, re.MULTILINE), run.stdout
     info = run.json["machine_info"]
     assert (info["bench_profile"], info["bench_profile_source"]) == ("quick", "default on cpu")
+
+
+def test_a_smoke_run_states_its_profile_but_no_estimate():
+    """With benchmarks disabled each case runs once, untimed: no estimate of a sampled run is said."""
+    run = run_pytest("bench/test_matmul.py", "--benchmark-disable", "--bench-device", "cpu", "-k",
+                     "square and 256x256x256 and float32")
+    assert run.returncode == 0, run.tail()
+    assert "bench: profile quick" in run.stdout and "bench: about" not in run.stdout, run.stdout

@@ -89,7 +89,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
     claim_outputs(session, bench, shared)
-    planned = announce(session, shared)
+    planned = announce(session, bench, shared)
     start_progress(session, bench, shared, planned)
 
 
@@ -126,11 +126,12 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
                       frozenset(item.nodeid for item in session.items if uses_suite(item)))
 
 
-def announce(session: pytest.Session, shared: BenchSession) -> list[float]:
+def announce(session: pytest.Session, bench: object, shared: BenchSession) -> list[float]:
     """The run's first lines: its profile and why (given, or the device's default), so that nobody reads a quick
     run's numbers as the real sweep's (they are recorded too: machine_info's `bench_profile`); then what the run
-    is expected to cost (suites/harness/run_estimate.py). Returns the estimate's seconds per unit of progress
-    (empty without one), which the progress line counts down."""
+    is expected to cost (suites/harness/run_estimate.py; not when benchmarks are disabled: each case then runs
+    once, untimed). Returns the estimate's seconds per unit of progress (empty without one), which the progress
+    line counts down."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or (shared.world is not None and shared.world.rank != 0):
         return []
@@ -138,8 +139,8 @@ def announce(session: pytest.Session, shared: BenchSession) -> list[float]:
 
     cases = sum(uses_suite(item) for item in session.items)
     reporter.write_line(f"bench: {options.profile(session.config).line}; {cases} cases on {shared.device}")
-    if not any(run_estimate.case_of(item) for item in session.items):
-        return []  # device_bench tests only: nothing says what they cost
+    if bench.disabled or not any(run_estimate.case_of(item) for item in session.items):
+        return []  # smoke runs, and device_bench tests only: nothing says what they cost
     searches = shared.achievable_mode != "off" and shared.world is None
     found, line = run_estimate.safely(session.items, shared, Path.cwd(), searches)
     reporter.write_line(line)
