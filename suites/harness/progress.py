@@ -87,7 +87,6 @@ class Progress:
             text += f"; {current} running for {duration(now - since)}"
         return text
 
-
     def left_s(self, elapsed: float) -> tuple[float, str] | None:
         """Seconds left and on what they rest (module docstring); None before a case is done without an
         estimate."""

@@ -135,11 +135,11 @@ def announce(session: pytest.Session, bench: object, shared: BenchSession) -> li
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or (shared.world is not None and shared.world.rank != 0):
         return []
-    from suites.harness import run_estimate
+    from suites.harness import bench_rounds, run_estimate
 
     cases = sum(uses_suite(item) for item in session.items)
     reporter.write_line(f"bench: {options.profile(session.config).line}; {cases} cases on {shared.device}")
-    if bench.disabled or not any(run_estimate.case_of(item) for item in session.items):
+    if bench.disabled or not any(bench_rounds.case_of(item) for item in session.items):
         return []  # smoke runs, and device_bench tests only: nothing says what they cost
     searches = shared.achievable_mode != "off" and shared.world is None
     found, line = run_estimate.safely(session.items, shared, Path.cwd(), searches)

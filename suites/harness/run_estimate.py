@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from suites.core import devices, estimate, planning
-from suites.core.cases import Case
 from suites.core.profiles import rules
 from suites.harness import bench_rounds
 from suites.harness.bench_session import BenchSession
@@ -66,24 +65,18 @@ class RunEstimate:
                 f"{measured}, {self.cases - self.measured} reasoned (suites/core/estimate.py){search}{others}")
 
 
-def case_of(item: pytest.Item) -> Case | None:
-    """The suite's case a collected test measures (None: a test of another kind)."""
-    case = getattr(item, "callspec", None) and item.callspec.params.get("case")
-    return case if isinstance(case, Case) else None
-
-
 def estimate_run(items: Sequence[pytest.Item], shared: BenchSession, root: Path, searches: bool) -> RunEstimate:
     """The run's estimate (module docstring); `searches`: whether the run will use the achievable peaks."""
     device = shared.device
     target = planning.this_gpu(device) if device.type == "cuda" else planning.this_cpu()
     measured, source = planning.last_case_seconds(None, devices.identity(device)["machine"], root)
     host = estimate.HostCosts.measure(planning.PYTEST_S_PER_CASE)
-    cases = [case for item in items if (case := case_of(item)) is not None]
+    cases = [case for item in items if (case := bench_rounds.case_of(item)) is not None]
     rule = rules(shared.profile).round if shared.rounds > 1 else rules(shared.profile).stop
     per_case = dict(zip((c.id for c in cases), planning.case_seconds(cases, rule, target, measured, host),
                         strict=True))
     earlier = [per_case[case.id] for case in bench_rounds.bench_cases(items)] * (shared.rounds - 1)
-    passes = [per_case[case.id] if (case := case_of(item)) is not None else None for item in items]
+    passes = [per_case[case.id] if (case := bench_rounds.case_of(item)) is not None else None for item in items]
     search = (planning.search_line(target, planning.cached_search(device, shared.achievable_cache)).seconds
               if searches else 0.0)
     return RunEstimate(earlier + passes, len(cases), sum(c.id in measured for c in cases), source, search,
