@@ -157,7 +157,8 @@ REASONED = {
     "conv": "FLOPs/bytes at 50 % of the peaks, launches at 8 us, inputs drawn once per shape here",
     "attention": "FLOPs at 50 % of the peaks, host-bound ones on the wall clock, fp64 reference per group",
     "train_step": "steps at 35 % MFU, model build 3 s, torch.compile 60 s per compiled case",
-    "batch_size": "steps at 35 % MFU; searches: activations per sample in a 40 GiB budget, bisection to 5 %",
+    "batch_size": "steps at 35 % MFU; batches: activations per sample in the case's budget (GPU full: 40 GiB), "
+                  "bisection to 5 %",
     "numerics": "2 s per correctness experiment (run once)",
     "collectives": "refused without torchrun (10 ms each)",
     "train_step_distributed": "DDP/FSDP refused without torchrun; the local steps at 35 % MFU",
