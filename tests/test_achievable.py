@@ -175,7 +175,8 @@ def test_the_search_says_its_total_and_each_dtype_and_keeps_to_the_total():
     assert lines[0].startswith("achievable peaks: searching float32, bfloat16, float16 and the bandwidth on cpu "
                                "(quick plan) in 3 s (3.5 s per dtype, 2 s bandwidth")
     # its cost is said before it starts, with what it is keyed by and how to skip it
-    assert "before the next case" in lines[0] and lines[0].endswith("--bench-achievable-peaks off skips it")
+    assert "before the next case" in lines[0] and lines[0].endswith(
+        "--bench-achievable-peaks off skips it, full runs the long search instead")
     assert [line.split(":")[0] for line in lines[1:]] == ["achievable float32", "achievable bfloat16",
                                                            "achievable float16", "achievable bandwidth"]
     order = ["float32", "bfloat16", "float16", "bandwidth"]
@@ -337,3 +338,24 @@ def test_session_gives_pct_only_to_cases_that_passed_and_says_when_it_is_off():
     off = BenchSession(CPU, "quick", None, achievable_mode="off")
     assert off.pct_achievable(_result(_case(flops=5e11))) == {}
     assert off.achievable_info() == {"source": None, "reason": "off (--bench-achievable-peaks off)"}
+
+
+def test_a_full_run_makes_the_short_search_and_the_long_one_only_when_asked(tmp_path):
+    """The main job's profile on a GPU is full, yet its first run waits for the short search (a minute there, not
+    five); `--bench-achievable-peaks full` runs the long one, which every later run then loads."""
+    short = achievable.SearchPlan((64,), 32, 32, 0.3, (2**20,), 0.2, RULE)
+    long = achievable.SearchPlan((64, 128), 32, 32, 0.6, (2**20,), 0.2, RULE)
+
+    def peaks(mode: str | None) -> achievable.Peaks:
+        session = BenchSession(CPU, "full", ["float32"], achievable_mode=mode, achievable_cache=tmp_path)
+        return session.achievable()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(profiles.rules("quick").search, "cpu", short)
+        patch.setitem(profiles.rules("full").search, "cpu", long)
+        first = peaks(None)
+        assert (first.source, first.profile) == ("searched", "quick")
+        assert peaks("auto").source.endswith("-quick.json")  # cached: loaded, not searched again
+        asked = peaks("full")
+        assert (asked.source, asked.profile) == ("searched", "full")  # a short search does not serve `full`
+        assert peaks(None).source.endswith("-full.json") and peaks("full").source.endswith("-full.json")

@@ -287,3 +287,14 @@ def test_the_cuda_builds_libraries_word_the_memory_edge_as_recognised():
     for marker in _MEMORY_EDGE_MARKERS:
         assert marker.encode() in text, marker
     assert b"cudnn error: " in text
+
+
+@pytest.mark.parametrize(("profile", "given", "expected"), [
+    ("full", None, 40 * 2**30), ("exhaustive", None, 40 * 2**30), ("quick", None, None), ("full", 2**30, 2**30)])
+def test_on_cuda_full_searches_within_40_gib_unless_a_budget_is_given(profile, given, expected):
+    """The full sweep reports the largest batch within 40 GiB (docs/batch_size.md); what the plan reasons from is
+    the same limit."""
+    cuda = torch.device("cuda")
+    assert batch_size.budget_for(profile, given, cuda) == expected
+    search = next(c for c in batch_size.cases(profile, given) if c.params["lever"] == "max_batch")
+    assert search.batch_memory.limits.get("cuda") == expected

@@ -12,7 +12,7 @@ from suites.ops.passes import run_pass, worst_error
 from tests.runs import run_bench, run_reports_in_process
 
 CPU, META = torch.device("cpu"), torch.device("meta")
-ALL_CASES = conv.cases("quick") + conv.cases("full")
+ALL_CASES = conv.cases("quick") + conv.cases("exhaustive")  # exhaustive holds every case of full
 
 
 @pytest.mark.parametrize("profile", ["quick", "full"])

@@ -1,11 +1,13 @@
 """The profile a run gets when --bench-profile is not given: full on a CUDA device, quick elsewhere, said on the
 run's first line and recorded in machine_info."""
 
+import re
+
 import pytest
 import torch
 
 from suites.harness.options import choose_profile
-from tests.runs import run_bench, run_pytest_in_process
+from tests.runs import run_bench, run_pytest, run_pytest_in_process
 
 
 def never() -> str:
@@ -36,12 +38,12 @@ def collected(output: str) -> int:
 
 def test_the_plain_command_collects_the_full_sweep_where_cuda_is_there(monkeypatch):
     """What `pytest bench/ --benchmark-only` collects on a CUDA box (--collect-only initialises no device): the
-    full profile's 605 attention cases, against the quick profile's 27 on a CPU."""
+    full profile's 284 attention cases, against the quick profile's 27 on a CPU."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     on_cuda = run_pytest_in_process("bench/test_attention.py", "--collect-only")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     on_cpu = run_pytest_in_process("bench/test_attention.py", "--collect-only")
-    assert (collected(on_cuda.stdout), collected(on_cpu.stdout)) == (605, 27), on_cuda.tail()
+    assert (collected(on_cuda.stdout), collected(on_cpu.stdout)) == (284, 27), on_cuda.tail()
 
 
 def test_a_run_says_and_records_its_profile(tmp_path):
@@ -49,5 +51,16 @@ def test_a_run_says_and_records_its_profile(tmp_path):
                     json_path=tmp_path / "run.json")
     assert run.returncode == 0, run.tail()
     assert "bench: profile quick (the default on cpu; --bench-profile full for the real sweep); 1 cases" in run.stdout
+    # then what the run is expected to cost, and on what the estimate rests
+    assert re.search(r"^bench: about \d+ s for 1 cases on this device \(cpu\); estimates: [01] measured \(.*\), "
+                     r"[01] reasoned \(suites/core/estimate.py\)", run.stdout, re.MULTILINE), run.stdout
     info = run.json["machine_info"]
     assert (info["bench_profile"], info["bench_profile_source"]) == ("quick", "default on cpu")
+
+
+def test_a_smoke_run_states_its_profile_but_no_estimate():
+    """With benchmarks disabled each case runs once, untimed: no estimate of a sampled run is said."""
+    run = run_pytest("bench/test_matmul.py", "--benchmark-disable", "--bench-device", "cpu", "-k",
+                     "square and 256x256x256 and float32")
+    assert run.returncode == 0, run.tail()
+    assert "bench: profile quick" in run.stdout and "bench: about" not in run.stdout, run.stdout

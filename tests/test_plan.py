@@ -2,19 +2,64 @@
 rests on, and a measured estimate where the last run of the device identity timed the case."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from suites.__main__ import main
-from suites.plan import SUITES
+from suites.core import estimate, planning
+from suites.core.profiles import rules
+from suites.plan import SUITES, collect
+
+DATA = Path(__file__).parent / "data"
 
 
-def test_a_cpu_box_plans_the_full_sweep_for_a_gpu(capsys):
+def plan_rows(out: list[str]) -> dict[str, str]:
+    return {line[:24].strip(): line for line in out[3:-1]}
+
+
+def test_a_cpu_box_plans_the_full_sweep_for_a_gpu_within_the_issues_30_minutes(capsys):
     assert main(["plan", "--device", "cuda"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("plan for H200 SXM (cuda, no GPU here: reasoned), profile full (the default on cuda)")
-    rows = {line.split()[0]: line for line in out[3:-1]}
-    assert set(rows) == {name for name, _, _ in SUITES}
+    rows = plan_rows(out)
+    assert set(rows) == {name for name, _, _ in SUITES} | {planning.SEARCH}
     assert all("reasoned" in row for row in rows.values())
-    assert out[-1].startswith("total: 1133 cases, about ") and out[-1].endswith(" min")
+    # the first run of a machine makes the short achievable search: 5 dtypes x 10 s + 3 s of bandwidth
+    assert float(rows[planning.SEARCH].split()[3]) == pytest.approx(53 / 60, abs=0.05)
+    assert out[-1].startswith("total: 748 cases, about ") and int(out[-1].split()[-2]) <= 30
+
+
+def test_the_exhaustive_profile_plans_every_case(capsys):
+    assert main(["plan", "--device", "cuda", "--bench-profile", "exhaustive"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("total: 1133 cases, about ")
+
+
+def test_a_cached_achievable_search_costs_the_plan_nothing(tmp_path):
+    target = planning.vendor_gpu("H200 SXM")
+    assert planning.search_line(target, tmp_path / "x.json").seconds == 0.0
+    assert planning.search_line(target, None).seconds == 53.0
+
+
+def test_the_reasoned_largest_batch_is_within_2x_of_the_one_measured_on_this_cpu():
+    """The quick profile's searches on a 2-core CPU within 16 MiB (tests/data/batch_size_cpu_quick.json): the plan's
+    model of their memory (activations, logits, the resident model) gives the answers' order, not 4096."""
+    found = json.loads((DATA / "batch_size_cpu_quick.json").read_text())["benchmarks"]
+    measured = {b["extra_info"]["case"]: b["extra_info"]["max_batch"] for b in found if "max_batch" in b["extra_info"]}
+    cpu = estimate.Target("cpu", "cpu", {"float32": 1e11}, 5e10, 1e10, 8 * 2**30)
+    cases = {c.id: c for c in collect("quick")["batch_size"]}
+    reasoned = {case: estimate.assumed_max_batch(cases[case], cpu) for case in measured}
+    assert len(reasoned) == 4 and all(0.5 <= reasoned[c] / measured[c] <= 2 for c in measured), (reasoned, measured)
+
+
+def test_the_plan_of_a_selection_counts_each_input_shape_and_reference_once():
+    """The attention cases of one input shape draw it once; the implementations of one point and dtype share one
+    float64 reference: the second of two identical cases costs less than the first."""
+    attention = collect("full")["attention"]
+    host = estimate.HostCosts(1e-8, 0.02)
+    target = planning.vendor_gpu("H200 SXM")
+    first, second = planning.case_seconds([attention[0], attention[1]], rules("full").stop, target, {}, host)
+    assert attention[0].reuse_group == attention[1].reuse_group and second < first
 
 
 def test_a_case_timed_in_the_last_run_is_measured(tmp_path, capsys):

@@ -11,7 +11,8 @@ from suites.harness.progress import Progress, duration
 from tests.runs import run_pytest
 
 LINE = re.compile(r"^bench: [\dminhs ]+, (\d+) of (\d+) cases done, (\d+) left"
-                  r"(?: \(about [\dminhs ]+ more at this run's pace\))?(; (\S+) running for [\dminhs ]+)?$")
+                  r"(?: \(about [\dminhs ]+ more (?:at this run's pace|by the plan)\))?"
+                  r"(; (\S+) running for [\dminhs ]+)?$")
 
 
 def test_durations_read_at_a_glance():
@@ -31,6 +32,21 @@ def test_the_line_says_elapsed_done_left_and_the_case_running():
     assert progress.line(now=345.0) == ("bench: 4 min 05 s, 12 of 40 cases done, 28 left (about 9 min 31 s more at "
                                         "this run's pace); bench/test_batch_size.py::test_x[gpt2] running for 1 min "
                                         "10 s")
+
+
+def test_before_enough_cases_the_line_counts_down_the_plan_then_scales_it_by_the_runs_pace():
+    """A search of minutes after ops of a second: the plan's seconds of the cases left, not the mean per case."""
+    planned = [1.0] * 12 + [300.0, 1.0]
+    progress = Progress(total=14, planned=planned, started=0.0)
+    assert progress.line(now=5.0) == "bench: 5 s, 0 of 14 cases done, 14 left (about 5 min 13 s more by the plan)"
+    for _ in range(9):
+        progress.finish()
+    assert progress.line(now=18.0).endswith("5 left (about 5 min 04 s more by the plan)")
+    for _ in range(3):
+        progress.finish()
+    # 12 cases planned at 12 s took 24 s: the run goes at half the plan's speed, so 301 s left are 602 s
+    assert progress.line(now=24.0) == ("bench: 24 s, 12 of 14 cases done, 2 left (about 10 min 02 s more at this "
+                                       "run's pace)")
 
 
 def test_a_round_before_pytests_pass_counts_as_a_case_and_its_error_still_ends_it():

@@ -25,8 +25,14 @@ figure is above the device's datasheet peak (`tflops_above_peak`, set by the run
 FLOP model counts more than the kernel did; nor does one above the memory peak (`gbps_above_peak`: served from a
 cache), nor a `device_bench` case, whose flops and bytes are its caller's declaration (it reads 100 with a note).
 
-The result is kept in a JSON file keyed by the machine's identity (device, driver, torch build, the run's torch
-threads), so a later run on the same machine loads it instead of searching again. Nothing here is silent: a
+Two searches: the short one (the quick profile's plan: about a minute on a GPU, seconds on a CPU) that a run
+makes by default whatever its profile, and the long one (the full profile's plan: 5 x 60 + 15 = 315 s on a GPU,
+wider shapes and a tighter rule) only when asked (`--bench-achievable-peaks full`, `depth`): the main job's first
+run on a machine should not wait five minutes before its first case, and a roof the short search set too low is
+raised by the first case that beats it (above). The result is kept in a JSON file keyed by the machine's identity
+(device, driver, torch build, the run's torch threads) and the search's plan, so a later run on the same machine
+loads it instead of searching again; a long search serves every later run, a short one the runs that do not ask
+for the long one. Nothing here is silent: a
 search says what it searches and how long it may take before it starts, a loaded file says where it came from,
 when it was searched and what its roofs are, and a case that beats a roof says so on the terminal as well as in
 its record (a loaded roof can be stale: another load on the machine, another clock). The suite's own bench files
@@ -53,7 +59,7 @@ from reports.format import strict_json
 from suites.core import devices, gemm, memory
 from suites.core.cases import Case, Unsupported
 from suites.core.precision import DTYPES, float32_mode
-from suites.core.profiles import MiB, SearchPlan, search_plan, searches_serving
+from suites.core.profiles import MiB, Profile, SearchPlan, search_plan, searches_serving
 from suites.core.stopping import StopRule
 from suites.core.timing import measure
 
@@ -349,7 +355,8 @@ def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
     log(f"achievable peaks: searching {', '.join(names)} and the bandwidth on {device} ({profile} plan) in "
         f"{total:g} s ({plan.gemm_budget_s:g} s per dtype, {plan.bandwidth_budget_s:g} s bandwidth, each part "
         "over by at most its last shape) before the next case; once per machine identity (device, driver, torch, "
-        "threads), then loaded from the cache; --bench-achievable-peaks off skips it")
+        "threads), then loaded from the cache; --bench-achievable-peaks off skips it"
+        + (", full runs the long search instead" if Profile(profile) is Profile.QUICK else ""))
     for dtype in names:
         left = total - (clock() - start) - min(plan.bandwidth_budget_s, total / (len(names) + 1))
         if left <= 0:
@@ -380,9 +387,16 @@ def search(device: torch.device, profile: str, dtypes: list[str] | None = None,
     return peaks
 
 
+def depth(mode: str | None) -> Profile:
+    """The search a `--bench-achievable-peaks` mode makes or loads, named by the profile whose plan it runs: the
+    long one (full) only for `full`; else the short one (quick), whatever the run's profile."""
+    return Profile.FULL if mode == "full" else Profile.QUICK
+
+
 def obtain(device: torch.device, profile: str, directory: Path, refresh: bool = False,
            dtypes: list[str] | None = None, log: Callable[[str], None] = lambda _: None) -> Peaks:
-    """This machine's cached peaks, or a new search saved for the next run (always a new one with `refresh`).
+    """This machine's cached peaks from a search of `profile`'s plan or a longer one, or a new search of that
+    plan saved for the next run (always a new one with `refresh`).
 
     A cache serves the dtypes it holds; a dtype asked for that it lacks means a new search.
     """

@@ -26,6 +26,21 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class BatchMemory:
+    """What the plan's model (suites/core/estimate.py) reasons from for a training step whose batch runs into
+    memory (the batch sweep's points, the largest-batch search), where the case's FLOP model says nothing of
+    memory: a step's FLOPs per sample (a search case has no `flops`: its batch is found as it runs), the bytes a
+    sample and the resident model (weights, gradients, AdamW moments) hold, the search's cap, and the memory limit
+    a try is checked against per device type (absent: the device's own memory)."""
+
+    flops_per_sample: float
+    bytes_per_sample: float
+    resident_bytes: float
+    cap: int
+    limits: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Case:
     """One point of a suite's sweep. `build` allocates random inputs on a device and may raise Unsupported."""
 
@@ -46,6 +61,7 @@ class Case:
     # Cases that check against one float64 reference of identical inputs (attention's implementations at one point
     # and dtype, a conv layer's two memory formats): it is computed once for them (suites/core/reuse.py).
     reuse_group: Hashable | None = field(default=None, compare=False)
+    batch_memory: BatchMemory | None = field(default=None, compare=False)  # what the plan reasons a batch from
 
 
 def require_cuda_timing(device: torch.device) -> None:

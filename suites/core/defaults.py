@@ -19,12 +19,21 @@ class Profile(str, Enum):
 
     QUICK = "quick"
     FULL = "full"
+    EXHAUSTIVE = "exhaustive"
 
     def __str__(self) -> str:
         return self.value
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
+
+    @property
+    def sizes(self) -> Profile:
+        """The profile whose shapes, models, batches, rules and searches this one measures with: exhaustive is the
+        full sweep plus the axes full leaves out because they repeat on one GPU family (float16 where it runs
+        bfloat16's kernels, the math attention backend: docs/conv_attention.md), so only the suites that have such
+        axes tell the two apart, and every other table keys on `sizes`."""
+        return Profile.FULL if self is Profile.EXHAUSTIVE else self
 
 
 PROFILES = tuple(p.value for p in Profile)

@@ -18,7 +18,9 @@ record (a CPU planning for a GPU, a new case):
   once per group of cases that share the reference (`Case.reuse_group`);
 - a training step (`kind` step): the model's FLOPs at `STEP_MFU` of the peak, sampled as an op is, plus building
   the model (`MODEL_BUILD_S`), `COMPILE_S` when compiled, and the device-busy profile of a few steps after;
-  a largest-batch search: its tries (doubling, then bisection to 5 %) at the batch `assumed_max_batch` reasons;
+  a largest-batch search: its tries (doubling, then bisection to 5 %) at the batch `assumed_max_batch` reasons
+  from the case's `batch_memory` (its FLOPs and bytes per sample, resident model, limit and cap), and a point of
+  the batch sweep above that batch is out of memory as it builds;
 - a correctness experiment (`kind` check) `CHECK_S`, a case that needs torchrun `UNSUPPORTED_S`, and pytest's own
   time per case (`pytest_s_per_case`, measured).
 """
@@ -33,7 +35,6 @@ from dataclasses import dataclass
 import torch
 
 from suites.core.cases import Case
-from suites.core.defaults import CUDA_SEARCH_BUDGET
 from suites.core.precision import DTYPES
 from suites.core.stopping import StopRule
 
@@ -126,20 +127,12 @@ def input_elements(case: Case) -> int:
 
 
 def assumed_max_batch(case: Case, target: Target) -> int:
-    """The answer a largest-batch search reasons towards: activation memory per sample of GPT-2 124M at 1024
-    tokens (Korthikanti et al.: 34 + 5 a s / h bytes per token per hidden unit and layer in 16 bits, twice in
-    float32; one layer's worth with checkpointing) or ResNet-50 at 224 (about 100 MB per image in float32, half
-    in 16 bits), against the search's budget (a GPU's memory up to `CUDA_SEARCH_BUDGET`); never above the
-    profile's cap of 4096."""
-    half = case.params.get("precision") != "fp32"
-    checkpoint = case.params.get("checkpoint") == "block"
-    if case.params.get("model", "").startswith("gpt"):
-        layer = 1024 * 768 * (34 + 5 * 12 * 1024 / 768) * (1 if half else 2)
-        per_sample = layer * (1 if checkpoint else 12) + (12 * 1024 * 768 * 2 if checkpoint else 0)
-    else:
-        per_sample = 100e6 * (0.5 if half else 1) * (0.3 if checkpoint else 1)
-    budget = target.memory if target.kind == "cpu" else min(target.memory, CUDA_SEARCH_BUDGET)
-    return max(1, min(4096, int(0.9 * budget / per_sample)))
+    """The largest batch a case's memory reasons to (`Case.batch_memory`): what is left of the limit (the case's
+    for the target's device type, else the device's memory) after the resident model, over the bytes per sample,
+    with a tenth kept for the allocator's rounding and workspaces; never above the search's cap."""
+    memory = case.batch_memory
+    limit = memory.limits.get(target.kind, target.memory)
+    return max(0, min(memory.cap, int((0.9 * limit - memory.resident_bytes) / memory.bytes_per_sample)))
 
 
 def step_seconds(case: Case, target: Target) -> float:
@@ -181,26 +174,22 @@ def reasoned(case: Case, rule: StopRule, target: Target, host: HostCosts, drawn:
 def step_case_seconds(case: Case, rule: StopRule, target: Target) -> float:
     """A training step: build, compile when asked, samples of the step, the busy profile; a search's tries."""
     compiled = case.params.get("compile") == "on" or "compiled" in case.id
-    if case.params.get("lever") == "max_batch":
+    if case.batch_memory is not None and case.params.get("lever") == "max_batch":
         largest = assumed_max_batch(case, target)
-        per_sample = step_seconds(case, target) if case.flops else _search_step_per_sample(case, target)
-        doubling = [2**k for k in range(largest.bit_length())]
+        per_sample = _per_sample_seconds(case, target)
+        doubling = [2**k for k in range(max(largest, 1).bit_length() + 1)]  # the last one fails
         tries = [*doubling, *[largest] * (SEARCH_TRIES_BISECT if largest > 20 else largest.bit_length())]
         search = sum(MODEL_BUILD_S + 2 * per_sample * b for b in tries)
         step = per_sample * largest
         return search + MODEL_BUILD_S + sampling_seconds(step, 0.0, rule) + BUSY_STEPS * step
-    if case.params.get("lever") == "batch" and int(case.params["batch"]) > assumed_max_batch(case, target):
+    if case.batch_memory is not None and int(case.params["batch"]) > assumed_max_batch(case, target):
         return MODEL_BUILD_S  # out of memory as it builds: a result, at the cost of the build
     step = step_seconds(case, target)
     return (MODEL_BUILD_S + (COMPILE_S if compiled else 0.0) + sampling_seconds(step, 0.0, rule)
             + BUSY_STEPS * step)
 
 
-def _search_step_per_sample(case: Case, target: Target) -> float:
-    """Seconds per sample of a step of a search case, whose FLOPs are not on the case: GPT-2 124M at 1024 tokens
-    (6 x 124 M x 1024, 4/3 of it with checkpointing) or ResNet-50 at 224 (3 x 4.1 GFLOP x 2)."""
-    gpt = case.params.get("model", "").startswith("gpt")
-    flops = 6 * 124e6 * 1024 if gpt else 3 * 2 * 4.1e9
-    if case.params.get("checkpoint") == "block":
-        flops *= 4 / 3
-    return flops / (STEP_MFU * target.flops.get(case.peak_dtype or "float32", target.flops["float32"]))
+def _per_sample_seconds(case: Case, target: Target) -> float:
+    """Seconds per sample of a step: the FLOPs per sample of `Case.batch_memory` at STEP_MFU of the dtype's peak."""
+    peak = target.flops.get(case.peak_dtype or "float32", target.flops["float32"])
+    return case.batch_memory.flops_per_sample / (STEP_MFU * peak)

@@ -94,7 +94,7 @@ CROSSCHECK = StopRule(min_samples=20, min_time_s=1.0, target_rel_iqr=0.02, timeo
 
 def rules(profile: str) -> Rules:
     """The rules of a profile named by its string (what the command line gives)."""
-    return RULES[Profile(profile)]
+    return RULES[Profile(profile).sizes]
 
 
 def search_plan(device_type: str, profile: str) -> SearchPlan:

@@ -144,5 +144,5 @@ def case(op: str, dtype_name: str, nbytes: int) -> Case:
 
 def cases(profile: str) -> list[Case]:
     """Every collective in float32 and bfloat16 at the profile's message sizes."""
-    return [case(op, dt, size) for op in OPS for dt in COLLECTIVE_DTYPES for size in SIZES[profile]]
+    return [case(op, dt, size) for op in OPS for dt in COLLECTIVE_DTYPES for size in SIZES[Profile(profile).sizes]]
 

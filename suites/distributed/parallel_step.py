@@ -68,7 +68,7 @@ SMALL_BUCKET_MB = {Profile.QUICK: 0.05, Profile.FULL: 1.0}
 
 def setups(profile: str) -> list[tuple[str, str, Setup]]:
     """(lever, label, setup): the local reference, DDP's and FSDP's baselines, and one lever at a time."""
-    small = SMALL_BUCKET_MB[profile]
+    small = SMALL_BUCKET_MB[Profile(profile).sizes]
     return [
         ("baseline", "local", Setup("local")),
         ("baseline", "local-accum4", Setup("local", accum=4)),
@@ -188,7 +188,7 @@ def params(model: str, lever: str, setup: Setup) -> dict[str, str]:
 
 def cases(profile: str) -> list[Case]:
     """The local reference first (the distributed cases' scaling efficiency divides by it), then DDP and FSDP."""
-    prof = PROFILES[profile]
+    prof = PROFILES[Profile(profile).sizes]
     model = GPTConfig.preset(prof.gpt).name
     return [Case(suite=SUITE, id=f"{SUITE}/{model}/distributed/{label}", params=params(model, lever, setup),
                  build=_build(prof, setup), peak_dtype=PEAK_DTYPE[setup.precision], kind="step")

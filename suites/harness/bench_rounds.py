@@ -75,14 +75,15 @@ def in_rounds(case: Case) -> bool:
     return case.kind != "check"
 
 
+def case_of(item: pytest.Item) -> Case | None:
+    """The suite's case a collected test measures through the `run_case` fixture (None: a test of another kind)."""
+    case = getattr(item, "callspec", None) and item.callspec.params.get("case")
+    return case if isinstance(case, Case) and "run_case" in getattr(item, "fixturenames", ()) else None
+
+
 def bench_cases(items: Sequence[pytest.Item]) -> list[Case]:
     """The cases of the collected items that measure speed through the `run_case` fixture, in collection order."""
-    found = []
-    for item in items:
-        case = getattr(item, "callspec", None) and item.callspec.params.get("case")
-        if isinstance(case, Case) and "run_case" in getattr(item, "fixturenames", ()) and in_rounds(case):
-            found.append(case)
-    return found
+    return [case for item in items if (case := case_of(item)) is not None and in_rounds(case)]
 
 
 def measure_rounds(cases: list[Case], rounds: int, run: Callable[[Case, list[CaseResult]], CaseResult],

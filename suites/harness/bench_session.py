@@ -99,7 +99,8 @@ class BenchSession:
                 self._achievable = "off under torchrun: ranks searching at once would contend for the node"
             else:
                 try:
-                    self._achievable = achievable.obtain(self.device, self.profile, self.achievable_cache,
+                    self._achievable = achievable.obtain(self.device, achievable.depth(self.achievable_mode),
+                                                         self.achievable_cache,
                                                          refresh=self.achievable_mode == "search", dtypes=self.dtypes,
                                                          log=self.log)
                 except Exception as exc:  # the boundary: a failed search costs pct_achievable, never the cases

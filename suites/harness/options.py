@@ -69,11 +69,12 @@ OPTIONS = (
         help="memory limit of the batch-size search, e.g. 2GiB (CPU default: the profile's; CUDA: 40GiB in "
         "the full profile, none in the quick one)")),
     Option("--bench-achievable-peaks", "--achievable-peaks", dict(
-        dest="bench_achievable_peaks", default=None, choices=("auto", "search", "off"),
+        dest="bench_achievable_peaks", default=None, choices=("auto", "search", "full", "off"),
         help="the achievable gemm and bandwidth peaks that pct_achievable divides by: auto loads this machine's "
-        "from --bench-achievable-cache or searches (seconds on CPU quick, about a minute per dtype on a GPU in "
-        "full); search searches again; off: no pct_achievable. Not given: auto for the suite's bench files, "
-        "off for device_bench tests")),
+        "from --bench-achievable-cache, else runs the short search (seconds on a CPU, about a minute on a GPU) "
+        "and caches it; search runs the short search again; full loads this machine's long search, else runs it "
+        "(about five minutes on a GPU) and caches it, for every later run; off: no pct_achievable. Not given: "
+        "auto for the suite's bench files, off for device_bench tests")),
     Option("--bench-achievable-cache", "--achievable-cache", dict(
         dest="bench_achievable_cache", default=str(defaults.achievable_cache()),
         help="directory of achievable-peak files, one per machine identity (default: %(default)s)")),

@@ -2,11 +2,17 @@
 
 Why: pytest prints one dot per finished test, and one case of the batch-size search or of the training steps runs
 for minutes; a CI log with nothing in it for four minutes reads as a hung job. The line says how long the run has
-taken, how many cases are done and left, what is left at the pace of the cases done so far, which case is running
-and for how long:
+taken, how many cases are done and left, what is left, which case is running and for how long:
 
     bench: 4 min 05 s, 12 of 40 cases done, 28 left (about 9 min 31 s more at this run's pace);
     bench/test_batch_size.py::test_x[...] running for 1 min 10 s
+
+What is left comes from the run's estimate (suites/harness/run_estimate.py: seconds per case, measured on the last
+run of this device identity or reasoned) where there is one: until `PACE_AFTER` cases are done, the estimate's
+seconds of the cases left (`by the plan`); after, the same scaled by the run's pace against the estimate (its
+elapsed time over the estimate's for the cases done: the cases of a run differ by a thousandfold, a search against
+an op, so the mean time per case done says little of the ones left). Without an estimate, the mean time per case
+done times the cases left.
 
 One line per interval, never one per case: a quick run of a hundred cases in 90 s gets three lines, a run shorter
 than the interval none. It is shown at every verbosity, `-q` included (CI logs are where a silent job is read as
@@ -28,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 INTERVAL_S = 30.0
+PACE_AFTER = 10  # cases done before the run's own pace replaces the estimate's seconds
 T = TypeVar("T")
 
 
@@ -47,6 +54,7 @@ class Progress:
     ticker's thread, which only formats them). With `--bench-rounds N` a case of the suites counts once per round."""
 
     total: int
+    planned: list[float] = field(default_factory=list)  # the estimate's seconds per case in run order (or none)
     started: float = field(default_factory=time.monotonic)
     done: int = 0
     current: str | None = None
@@ -72,12 +80,25 @@ class Progress:
         left = max(0, self.total - self.done)
         elapsed = now - self.started
         text = f"bench: {duration(elapsed)}, {self.done} of {self.total} cases done, {left} left"
-        if self.done and left:
-            text += f" (about {duration(elapsed / self.done * left)} more at this run's pace)"
+        if left and (more := self.left_s(elapsed)) is not None:
+            text += f" (about {duration(more[0])} more {more[1]})"
         current, since = self.current, self.current_since  # one read each: the main thread may change them
         if current is not None:
             text += f"; {current} running for {duration(now - since)}"
         return text
+
+    def left_s(self, elapsed: float) -> tuple[float, str] | None:
+        """Seconds left and on what they rest (module docstring); None before a case is done without an
+        estimate."""
+        done = min(self.done, self.total)
+        if self.planned:
+            planned_left, planned_done = sum(self.planned[done:]), sum(self.planned[:done])
+            if done < PACE_AFTER or planned_done <= 0:
+                return planned_left, "by the plan"
+            return planned_left * elapsed / planned_done, "at this run's pace"
+        if done:
+            return elapsed / done * (self.total - done), "at this run's pace"
+        return None
 
 
 class Ticker:
@@ -119,8 +140,9 @@ class ProgressPlugin:
     """pytest's hooks that move the progress, and the ticker's life: from the suite switching on (registered then)
     to the end of the session."""
 
-    def __init__(self, total: int, interval_s: float, write: Callable[[str], None]) -> None:
-        self.progress = Progress(total)
+    def __init__(self, total: int, interval_s: float, write: Callable[[str], None],
+                 planned: list[float] | None = None) -> None:
+        self.progress = Progress(total, planned or [])
         self.ticker = Ticker(self.progress, interval_s, write).start()
 
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:

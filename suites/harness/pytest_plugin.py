@@ -89,8 +89,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         distributed.check_same_cases([item.nodeid for item in session.items], shared.world)
     claim_outputs(session, bench, shared)
-    announce(session, shared)
-    start_progress(session, bench, shared)
+    planned = announce(session, bench, shared)
+    start_progress(session, bench, shared, planned)
 
 
 def xdist_active(config: pytest.Config) -> bool:
@@ -126,20 +126,32 @@ def claim_outputs(session: pytest.Session, bench: object, shared: BenchSession) 
                       frozenset(item.nodeid for item in session.items if uses_suite(item)))
 
 
-def announce(session: pytest.Session, shared: BenchSession) -> None:
-    """The run's first line: its profile and why (given, or the device's default), so that nobody reads a quick
-    run's numbers as the real sweep's (they are recorded too: machine_info's `bench_profile`)."""
+def announce(session: pytest.Session, bench: object, shared: BenchSession) -> list[float]:
+    """The run's first lines: its profile and why (given, or the device's default), so that nobody reads a quick
+    run's numbers as the real sweep's (they are recorded too: machine_info's `bench_profile`); then what the run
+    is expected to cost (suites/harness/run_estimate.py; not when benchmarks are disabled: each case then runs
+    once, untimed). Returns the estimate's seconds per unit of progress (empty without one), which the progress
+    line counts down."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or (shared.world is not None and shared.world.rank != 0):
-        return
+        return []
+    from suites.harness import bench_rounds, run_estimate
+
     cases = sum(uses_suite(item) for item in session.items)
     reporter.write_line(f"bench: {options.profile(session.config).line}; {cases} cases on {shared.device}")
+    if bench.disabled or not any(bench_rounds.case_of(item) for item in session.items):
+        return []  # smoke runs, and device_bench tests only: nothing says what they cost
+    searches = shared.achievable_mode != "off" and shared.world is None
+    found, line = run_estimate.safely(session.items, shared, Path.cwd(), searches)
+    reporter.write_line(line)
+    return found.planned() if found is not None else []
 
 
-def start_progress(session: pytest.Session, bench: object, shared: BenchSession) -> None:
+def start_progress(session: pytest.Session, bench: object, shared: BenchSession, planned: list[float]) -> None:
     """The progress line every --bench-progress-interval-s (suites/harness/progress.py), where the output is a
     terminal's or a CI log's: not under pytest-xdist, not on ranks other than 0. Called between collection and the
-    first test, while pytest captures nothing, so that the line's output is the run's own."""
+    first test, while pytest captures nothing, so that the line's output is the run's own. `planned`: the run's
+    estimate per unit of progress, which the line counts down before the run's own pace is known."""
     config = session.config
     interval = config.getoption("bench_progress_interval_s")
     if interval <= 0 or xdist_active(config) or (shared.world is not None and shared.world.rank != 0):
@@ -153,7 +165,9 @@ def start_progress(session: pytest.Session, bench: object, shared: BenchSession)
     def line_open() -> bool:
         return bool(getattr(writer, "width_of_current_line", 0))
 
-    plugin = progress.ProgressPlugin(len(session.items) + earlier, interval, progress.terminal_writer(line_open))
+    total = len(session.items) + earlier
+    plugin = progress.ProgressPlugin(total, interval, progress.terminal_writer(line_open),
+                                     planned if len(planned) == total else [])
     config.pluginmanager.register(plugin, "bench-progress")
     config.stash[PROGRESS] = plugin
 

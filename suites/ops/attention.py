@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -47,6 +47,13 @@ IMPLS = ("naive", *BACKENDS)
 IMPL_DTYPES = {impl: ("float16", "bfloat16", "float32") if impl in ("naive", "math") else ("float16", "bfloat16")
                for impl in IMPLS}
 DTYPE_AXIS = ("bfloat16", "float16", "float32")
+# The full profile's constant-token sweep: every kernel in bfloat16, and naive also in float32 (the 16-bit lever's
+# baseline, whose rate differs by GPU family). On every GPU since Ampere float16 runs bfloat16's kernels at the same
+# tensor-core rate (flash, efficient and cudnn are one template per 16-bit type; naive's gemms are cuBLAS's), and
+# the math backend composes naive's own gemms and softmax: on Hopper those repeat what the sweep measures, so full
+# runs them at the PATH_POINTS only, where a family on which they differ shows it, and `exhaustive` sweeps them.
+FULL_SWEEP_DTYPES = {"naive": ("bfloat16", "float32"), "flash": ("bfloat16",), "efficient": ("bfloat16",),
+                     "cudnn": ("bfloat16",)}
 BACKWARD_FACTOR = 2.5  # backward FLOPs per forward FLOP, as FlashAttention's benchmarks count them
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 LEVER_SEQ = SEQS[0]  # the cold and graph twins run where launches and L2 weigh most: the shortest sequence
@@ -160,6 +167,11 @@ class Point:
         return "causal" if self.causal else "noncausal"
 
 
+# Where the full profile runs every implementation in each of its dtypes (FULL_SWEEP_DTYPES): a point of its
+# constant-token sweep at a language model's training shape (4 x 4096 tokens, 16 heads of 128, causal), both passes.
+PATH_POINTS = tuple(Point(AttentionShape(4, 16, 4096, 128), True, pass_) for pass_ in PASSES)
+
+
 SEED = 0
 
 
@@ -239,16 +251,18 @@ def fixed_batch(batch: int, heads: int, head_dim: int, seqs: tuple[int, ...], dt
             for seq in seqs for impl in IMPLS]
 
 
-def constant_tokens(tokens: int, width: int, seqs: tuple[int, ...], dtypes: tuple[str, ...] = DTYPE_AXIS
+def constant_tokens(tokens: int, width: int, seqs: tuple[int, ...],
+                    dtypes: Mapping[str, tuple[str, ...]] = IMPL_DTYPES, every_path_at: Collection[Point] = ()
                     ) -> list[Case]:
-    """Every implementation, dtype (of `dtypes` it runs in), head dim, mask and pass with batch x seq = tokens and
-    heads x head_dim = width. Ordered so that cases of one input shape follow each other, and within them the
-    implementations of one mask, pass and dtype (reference_group): the inputs are drawn once per shape, the
-    float64 reference computed once per group."""
-    return [make_case(impl, dtype,
-                      Point(AttentionShape(tokens // seq, width // head_dim, seq, head_dim), causal, pass_))
-            for head_dim in (64, 128) for seq in seqs for causal in (False, True) for pass_ in PASSES
-            for dtype in dtypes for impl in IMPLS if dtype in IMPL_DTYPES[impl]]
+    """The implementations in their `dtypes` (every implementation in each of its dtypes at the points of
+    `every_path_at`) over head dims, sequences, masks and passes with batch x seq = tokens and heads x head_dim =
+    width. Ordered so that cases of one input shape follow each other, and within them the implementations of one
+    mask, pass and dtype (reference_group): the inputs are drawn once per shape, the float64 reference computed
+    once per group."""
+    points = [Point(AttentionShape(tokens // seq, width // head_dim, seq, head_dim), causal, pass_)
+              for head_dim in (64, 128) for seq in seqs for causal in (False, True) for pass_ in PASSES]
+    return [make_case(impl, dtype, point) for point in points for dtype in DTYPE_AXIS for impl in IMPLS
+            if dtype in (IMPL_DTYPES if point in every_path_at else dtypes).get(impl, ())]
 
 
 def every_path(point: Point) -> list[Case]:
@@ -259,12 +273,14 @@ def every_path(point: Point) -> list[Case]:
 def cases(profile: str) -> list[Case]:
     """quick: the memory sweep at a fixed batch (bfloat16, 128 to 512 tokens, what a 2-core CPU runs in seconds)
     and every implementation and dtype once at a small shape, causal, forward and backward; full: the constant-token
-    sweep, the memory sweep at batch 1 up to 16k tokens, and the timing twins at its shortest sequence. A case in
-    both sweeps is listed once."""
+    sweep in FULL_SWEEP_DTYPES with every path at PATH_POINTS, the memory sweep at batch 1 up to 16k tokens, and
+    the timing twins at its shortest sequence; exhaustive: the same with every path at every point of the
+    constant-token sweep. A case in two sweeps is listed once."""
     if profile == Profile.QUICK:
         found = (fixed_batch(4, 8, 64, (128, 256, 512))
                  + every_path(Point(AttentionShape(1, 2, 128, 128), True, "fwd_bwd")))
     else:
-        found = (constant_tokens(16384, 2048, SEQS) + fixed_batch(1, 16, 128, SEQS)
+        sweep = IMPL_DTYPES if profile == Profile.EXHAUSTIVE else FULL_SWEEP_DTYPES
+        found = (constant_tokens(16384, 2048, SEQS, sweep, PATH_POINTS) + fixed_batch(1, 16, 128, SEQS)
                  + timing_twins(Point(AttentionShape(1, 16, LEVER_SEQ, 128), False, "fwd")))
     return list({case.id: case for case in found}.values())

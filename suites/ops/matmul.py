@@ -107,7 +107,8 @@ def make_case(shape: MatmulShape, dtype: str, cold: bool = False, graph: bool = 
 def cases(profile: str) -> list[Case]:
     """Every matmul case of a profile, all dtypes (the plugin filters by --bench-dtypes), with the cold and graph
     twins at the lever shapes."""
-    shapes = SHAPES[profile] + [s for s in LEVER_SHAPES[profile] if s not in SHAPES[profile]]
+    sizes = Profile(profile).sizes
+    shapes = SHAPES[sizes] + [s for s in LEVER_SHAPES[sizes] if s not in SHAPES[sizes]]
     warm = [make_case(shape, dtype) for shape in shapes for dtype in DTYPES]
-    return warm + [make_case(shape, dtype, cold, graph) for shape in LEVER_SHAPES[profile] for dtype in DTYPES
+    return warm + [make_case(shape, dtype, cold, graph) for shape in LEVER_SHAPES[sizes] for dtype in DTYPES
                    for cold, graph in TIMINGS]

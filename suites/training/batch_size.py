@@ -16,7 +16,8 @@ boundary. Reported per precision with activation checkpointing off and on: the m
 Memory: on CUDA the caching allocator's peak, and a try fits when it raises no OutOfMemoryError. On the CPU,
 exhausting the machine's RAM is no safe test, so the limit is a budget (`--bench-mem-budget`, default
 the profile's `cpu_budget`) checked against the peak that torch.profiler's memory events measure for each try
-(suites/core/memory.py). With the budget given on CUDA, a try must also stay under it.
+(suites/core/memory.py). On CUDA a try must also stay under the budget when there is one: the option's, else in the
+full profile 40 GiB (`budget_for`: docs/batch_size.md says why), and every case records it (`mem_budget_bytes`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from suites.core import memory
-from suites.core.cases import Case, Workload
+from suites.core.cases import BatchMemory, Case, Workload
 from suites.core.defaults import CUDA_SEARCH_BUDGET
 from suites.core.memory import cpu_memory_info, cpu_peak_bytes
 from suites.core.profiles import Profile
@@ -82,8 +83,33 @@ def budget_for(profile: str, budget: int | None, device: torch.device) -> int | 
     if budget is not None:
         return budget
     if device.type == "cpu":
-        return PROFILES[profile].cpu_budget
-    return CUDA_SEARCH_BUDGET if Profile(profile) is Profile.FULL else None
+        return PROFILES[Profile(profile).sizes].cpu_budget
+    return CUDA_SEARCH_BUDGET if Profile(profile).sizes is Profile.FULL else None
+
+
+def batch_memory(spec: ModelSpec, precision: str, checkpoint: bool, profile: str, budget: int | None
+                 ) -> BatchMemory:
+    """What the plan reasons this model's batches from (suites/core/estimate.py; the cases measure it): FLOPs per
+    sample (GPT: 6N + 12LHQT per token; a CNN: ResNet-50's 3 x 4.1 GFLOP at 224 px, scaled by its image area and
+    width squared), a third more with checkpointing (the forward again); activation bytes per sample (GPT:
+    Korthikanti et al.'s s h (34 + 5 a s / h) per layer in 16 bits, twice in float32, one layer's worth plus each
+    layer's input with checkpointing, and the float32 logits and their gradient; a CNN: about 100 MB per 224-px
+    image in float32 for ResNet-50, scaled alike, half in 16 bits, a third with checkpointing); the resident model
+    at 16 bytes per parameter (float32 weights, gradients and two AdamW moments); the limits `budget_for` gives."""
+    config, width = spec.config, 1 if precision != "fp32" else 2
+    if spec.kind == "gpt":
+        s, h, a, layers = config.block_size, config.n_embd, config.n_head, config.n_layer
+        layer = s * h * (34 + 5 * a * s / h) * width
+        per_sample = (layer + layers * s * h * 2 if checkpoint else layers * layer) + 2 * s * config.vocab_size * 4
+        flops = spec.flops_per_sample() or 0.0
+    else:
+        scale = (config.image_size / 224) ** 2 * (config.width / 64) ** 2
+        per_sample = 100e6 * scale * width / 2 * (0.3 if checkpoint else 1)
+        flops = 3 * 2 * 4.1e9 * scale
+    limits = {kind: limit for kind in ("cpu", "cuda")
+              if (limit := budget_for(profile, budget, torch.device(kind))) is not None}
+    return BatchMemory(flops * (4 / 3 if checkpoint else 1), per_sample, 16.0 * spec.n_params(),
+                       PROFILES[Profile(profile).sizes].search_cap, limits)
 
 
 def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
@@ -272,7 +298,8 @@ def sweep_case(spec: ModelSpec, precision: str, batch: int, profile: str, budget
     flops = spec.flops_per_sample()
     return Case(suite=SUITE, id=f"{SUITE}/batch/{spec.name}/{precision}/{batch}",
                 params=_params(spec, "batch", precision, False) | {"batch": str(batch)}, build=build,
-                flops=flops * batch if flops else None, peak_dtype=PEAK_DTYPE[precision], kind="step")
+                flops=flops * batch if flops else None, peak_dtype=PEAK_DTYPE[precision], kind="step",
+                batch_memory=batch_memory(spec, precision, False, profile, budget))
 
 
 def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str, budget: int | None) -> Case:
@@ -280,7 +307,7 @@ def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str,
     def build(device: torch.device) -> Workload:
         limit = budget_for(profile, budget, device)
         found = largest_batch(lambda b: try_batch(spec, precision, checkpoint, b, device, limit),
-                              PROFILES[profile].search_cap)
+                              PROFILES[Profile(profile).sizes].search_cap)
         if found.largest == 0:
             raise torch.OutOfMemoryError(f"out of memory: not even a batch of 1 fits ({found.tries[0].reason})")
         info = {"max_batch": found.largest, "max_batch_exact": found.exact, "search_capped": found.capped,
@@ -292,12 +319,13 @@ def search_case(spec: ModelSpec, precision: str, checkpoint: bool, profile: str,
     name = "block" if checkpoint else "off"
     return Case(suite=SUITE, id=f"{SUITE}/max_batch/{spec.name}/{precision}/checkpoint-{name}",
                 params=_params(spec, "max_batch", precision, checkpoint), build=build,
-                peak_dtype=PEAK_DTYPE[precision], kind="step")
+                peak_dtype=PEAK_DTYPE[precision], kind="step",
+                batch_memory=batch_memory(spec, precision, checkpoint, profile, budget))
 
 
 def cases(profile: str, budget: int | None = None) -> list[Case]:
     """The sweep and the searches of a profile; `budget` is --bench-mem-budget in bytes (None: the default)."""
-    plans = PROFILES[profile].plans
+    plans = PROFILES[Profile(profile).sizes].plans
     sweeps = [sweep_case(plan.spec, p, 2**k, profile, budget) for plan in plans for p in PRECISIONS
               for k in range(plan.max_sweep.bit_length())]
     searches = [search_case(plan.spec, p, ckpt, profile, budget) for plan in plans if plan.search

@@ -48,6 +48,10 @@ class ModelSpec:
         """Training FLOPs of one GPT sequence by the 6N + 12LHQT formula (None for the CNN: no formula)."""
         return _gpt_flops_per_sequence(self.preset) if self.kind == "gpt" else None
 
+    def n_params(self) -> int:
+        """Parameters of the model, counted on the meta device (no memory), once per preset."""
+        return _n_params(self.kind, self.preset)
+
     def build(self, device: torch.device, checkpoint: bool = False) -> nn.Module:
         """The model with weights from SEED; `checkpoint` recomputes activations per block (GPT) or stage (CNN)."""
         torch.manual_seed(SEED)
@@ -64,6 +68,14 @@ class ModelSpec:
         images = torch.randn(size, 3, config.image_size, config.image_size, generator=gen)
         labels = torch.randint(config.num_classes, (size,), generator=gen)
         return images.to(device), labels.to(device)
+
+
+@functools.cache
+def _n_params(kind: str, preset: str) -> int:
+    with torch.device("meta"):
+        if kind == "gpt":
+            return GPT(GPTConfig.preset(preset, padded=True)).n_params()
+        return ResNet(CNNConfig.preset(preset)).n_params()
 
 
 @functools.cache

@@ -339,7 +339,7 @@ def _case(check: str, variant: str, params: dict[str, str], build: Callable[[tor
 
 def cases(profile: str) -> list[Case]:
     """Every numerics case of a profile; the model-based checks use MODELS[profile]."""
-    model = MODELS[profile]
+    model = MODELS[Profile(profile).sizes]
     found = [_case("format", name, {"dtype": name}, functools.partial(_build_format, name)) for name in FORMATS]
     found.append(_case("grad_underflow", model.spec.name, {"model": model.spec.name, "dtype": "float16"},
                        functools.partial(_build_grad_underflow, model)))
@@ -355,5 +355,5 @@ def cases(profile: str) -> list[Case]:
                     functools.partial(_build_parity, model, precision)) for precision in ("amp_bf16", "amp_fp16")]
     found += [_case("autocast_audit", f"{spec.name}/{dtype}", {"model": spec.name, "dtype": dtype},
                     functools.partial(_build_audit, spec, dtype))
-              for spec in autocast_audit.MODELS[profile] for dtype in autocast_audit.AUTOCAST_DTYPES]
+              for spec in autocast_audit.MODELS[Profile(profile).sizes] for dtype in autocast_audit.AUTOCAST_DTYPES]
     return found

@@ -369,6 +369,6 @@ def cnn_case(profile: StepSizes, lever: str, label: str, levers: Levers) -> Case
 
 def cases(profile: str) -> list[Case]:
     """The GPT and CNN cases of a profile: baselines, one lever at a time, and the all-on combinations."""
-    prof = PROFILES[profile]
+    prof = PROFILES[Profile(profile).sizes]
     return ([gpt_case(prof, *variant) for variant in GPT_VARIANTS]
             + [cnn_case(prof, *variant) for variant in CNN_VARIANTS])

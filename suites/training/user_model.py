@@ -26,6 +26,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 from torch.utils._pytree import tree_leaves, tree_map
 
 from suites.core.cases import Case, Unsupported, Workload
+from suites.core.profiles import Profile
 from suites.core.runner import first_line, is_oom
 from suites.training.recipe import PEAK_DTYPE
 from suites.training.train_step import (
@@ -247,7 +248,7 @@ class UserModel:
 
     def cases(self, profile: str) -> list[Case]:
         """The one-lever sweep of a profile (`quick`, `full`), then the `combinations`."""
-        prof = PROFILES[profile]
+        prof = PROFILES[Profile(profile).sizes]
         variants = [*VARIANTS, *(("combination", label, levers) for label, levers in self.combinations)]
         return [self._case(prof, *variant) for variant in variants]
 
