@@ -10,7 +10,8 @@ cases were all unsupported writes no file at all. This writer takes the file out
   folder or a special file (a device, a FIFO) where the file should be, a full disk: a usage error in the first
   second, not a traceback after an hour. A symlink is followed to the file it names, which is then replaced (the
   link stays). A journal left by a run that is gone (killed) is moved aside, or replaced when it holds no case,
-  with a note; one whose run is still going is refused;
+  with a note; one whose run is still going is refused, and so is a symbolic link at the journal's path (never
+  written through);
 - the storage's run number is claimed with the journal under a lock on the machine's folder, and a journal
   counts as its run's number: two runs starting together, or a run after a killed one, get numbers of their own;
 - each finished case (measured, or not measured with its reason) is appended to the journal and fsync'ed the
@@ -50,7 +51,7 @@ from reports.format import strict_json
 from reports.format.schema import RESULTS_SCHEMA_VERSION
 from suites.core.children import STOP_SIGNALS, stops_to_catch
 from suites.harness.entry import benchmark_session
-from suites.harness.journal import SUFFIX, Journal, JournalBusy, fsync_dir
+from suites.harness.journal import SUFFIX, Journal, JournalRefused, fsync_dir
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
@@ -221,7 +222,7 @@ class ResultsWriter:
                 self.targets.append(target)
             else:
                 self.journal = Journal.create(journal_path(json_target), header, notes)
-        except JournalBusy as exc:
+        except JournalRefused as exc:
             raise pytest.UsageError(str(exc)) from None
         except OSError as exc:
             raise pytest.UsageError(f"{where}: cannot write there ({exc.strerror or exc})") from None
