@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.utils import get_machine_id
 
-from suites.harness import results
+from suites.harness import results, targets
 from suites.harness.journal import Journal, JournalBusy, JournalRefused
 from tests.resultfiles import RUN_A
 from tests.runs import (
@@ -396,16 +396,16 @@ def test_a_symlinked_target_is_followed_and_special_files_are_refused(tmp_path):
     real.write_text("{}")
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    assert results.resolve_target(link) == real.resolve()
+    assert targets.resolve_target(link) == real.resolve()
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     with pytest.raises(pytest.UsageError, match="is a named pipe, not a regular file"):
-        results.resolve_target(fifo)
+        targets.resolve_target(fifo)
     with pytest.raises(pytest.UsageError, match="is a character device, not a regular file"):
-        results.resolve_target(Path("/dev/null"))
+        targets.resolve_target(Path("/dev/null"))
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     with pytest.raises(pytest.UsageError, match="symbolic links"):
-        results.resolve_target(tmp_path / "loop")
+        targets.resolve_target(tmp_path / "loop")
 
 
 @pytest.mark.slow

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from suites.harness.results import REGRESSED, write_atomically
+from suites.harness.results import REGRESSED
+from suites.harness.targets import write_atomically
 from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
     ProcessRun,
     bench_args,
+    run_command,
     run_pytest,
     run_pytest_in_process,
     run_python,
@@ -120,6 +123,44 @@ def test_an_unusable_output_location_stops_the_run_before_the_first_case(where, 
     assert proc.returncode == 4, proc.tail(2000)
     assert "passed" not in proc.stdout and "Traceback" not in proc.stderr
     assert "error" in proc.stderr.lower()
+
+
+def _chattr(flag: str, path: Path) -> bool:
+    """`chattr FLAG PATH`; False where it cannot be set (not root, no such attribute on this filesystem)."""
+    return run_command(["chattr", flag, str(path)]).returncode == 0 if shutil.which("chattr") else False
+
+
+@pytest.mark.parametrize("where", ["immutable_file", "append_only_file", "immutable_folder", "read_only_file"])
+def test_a_target_that_would_refuse_the_results_is_refused_before_the_first_case(where, tmp_path):
+    """pytest-benchmark before 5.3 opened --benchmark-json while parsing it, so such a target failed at once; from
+    5.3 nothing opens it until the end, and the writer's check of the folder's mode bits saw nothing wrong (root
+    passes it everywhere): the run measured, then lost its results' file. Each is one line before any case."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    target = folder / "run.json"
+    if where != "immutable_folder":
+        target.write_text('{"earlier": "results"}')
+    flag = {"immutable_file": ("+i", target), "append_only_file": ("+a", target),
+            "immutable_folder": ("+i", folder)}.get(where)
+    if flag is None:
+        if os.geteuid() == 0:
+            pytest.skip("root writes a read-only file, as the shell's > does: nothing to refuse")
+        target.chmod(0o444)
+    elif not _chattr(*flag):
+        pytest.skip(f"chattr {flag[0]} needs root and a filesystem that keeps it")
+    try:
+        proc = run_pytest_in_process(*_quick("-k", "square and float32", f"--benchmark-json={target}"))
+    finally:
+        if flag is not None:
+            _chattr(flag[0].replace("+", "-"), flag[1])
+    assert proc.returncode == 4, proc.tail(2000)
+    assert "passed" not in proc.stdout and "Traceback" not in proc.stderr
+    expected = (f"{folder}: cannot write there" if where == "immutable_folder"
+                else f"--benchmark-json {target}: the file there cannot be replaced (")
+    assert len([line for line in proc.stderr.splitlines() if expected in line]) == 1, proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ([] if where == "immutable_folder" else ["run.json"])
+    if where != "immutable_folder":
+        assert target.read_text() == '{"earlier": "results"}'
 
 
 def test_an_atomic_write_leaves_the_old_file_or_the_new_one(tmp_path):
