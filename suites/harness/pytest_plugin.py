@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
 PROGRESS = pytest.StashKey["ProgressPlugin"]()
+VERDICT = pytest.StashKey["Verdict"]()
 NO_BENCHMARK = ("needs pytest-benchmark, which is turned off (-p no:benchmark): the suite's fixtures record their "
                 "timings through it")
 
@@ -293,6 +294,28 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
     """Add the cases that produced no timing (oom, unsupported, error) beside pytest-benchmark's `benchmarks`."""
     if (shared := active_session(config)) is not None:
         output_json["not_measured"] = list(shared.not_measured)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """`--benchmark-compare-fail`'s verdict and exit status (suites/harness/regressions.py), said in the summary."""
+    from suites.harness import regressions
+
+    session.config.stash[VERDICT] = regressions.judge(session)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_terminal_summary(terminalreporter, config: pytest.Config):
+    """pytest-benchmark's summary without its traceback, then each failed check of --benchmark-compare-fail in one
+    line."""
+    verdict = config.stash.get(VERDICT, None)
+    if verdict is not None and verdict.checks:
+        from suites.harness import regressions
+
+        regressions.silence(config)
+    result = yield
+    if verdict is not None:
+        verdict.say(terminalreporter)
+    return result
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
