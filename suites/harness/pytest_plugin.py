@@ -192,12 +192,16 @@ def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A plain `benchmark` test of a run that uses the suite, measured with another thread count than the run's
-    (it called torch.set_num_threads), says so in its extra_info as the suite's cases do (the `threads` step of
-    suites/harness/entry.py)."""
+    """When a test's call ends, before its entry is journaled: a device_bench test's extra_info keeps only the
+    suite's values in the suite's fields (`DeviceBench.keep_suite_fields`); a plain `benchmark` test of a run that
+    uses the suite, measured with another thread count than the run's (it called torch.set_num_threads), says so
+    in its extra_info as the suite's cases do (the `threads` step of suites/harness/entry.py)."""
     yield
+    funcargs = getattr(item, "funcargs", {})
+    if (ours := funcargs.get("device_bench")) is not None and hasattr(ours, "keep_suite_fields"):
+        ours.keep_suite_fields()
     shared = active_session(item.config)
-    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    fixture = funcargs.get("benchmark")
     if shared is not None and is_pytest_benchmark(fixture) and not uses_suite(item):
         import torch
 
