@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
 PROGRESS = pytest.StashKey["ProgressPlugin"]()
-VERDICT = pytest.StashKey["Verdict"]()
+VERDICT = pytest.StashKey["CompareFail"]()
 NO_BENCHMARK = ("needs pytest-benchmark, which is turned off (-p no:benchmark): the suite's fixtures record their "
                 "timings through it")
 

@@ -6,7 +6,7 @@ saved run by twelve characters of its file name and the change as `PercentageReg
 100.000000000`; a run with no saved run to compare against (the first run of a nightly job) ended in a traceback
 too. Here the checks' findings are read from its session when the run finishes (`judge`, which sets pytest's exit
 status as pytest-benchmark's exceptions did: 1 for a regression, 4 when nothing was compared), taken out of it
-before its summary (`silence`, so that it raises nothing), and said after that summary (`Verdict.say`): one line
+before its summary (`silence`, so that it raises nothing), and said after that summary (`CompareFail.say`): one line
 per failed check naming the case, the statistic, both values, the change against what the option allows, and the
 saved run's file. The run's results are written before any of this (suites/harness/results.py): a first run
 without a baseline, saved, still becomes the next run's, as with pytest-benchmark. `--benchmark-compare-fail` without
@@ -26,7 +26,7 @@ from suites.harness.entry import benchmark_session
 
 
 @dataclass
-class Verdict:
+class CompareFail:
     """What `--benchmark-compare-fail` found: its checks, whether a saved run was compared, where the saved runs
     are, and one line per failed check."""
 
@@ -50,14 +50,14 @@ class Verdict:
             terminalreporter.write_line(f"regression: {line}", red=True)
 
 
-def judge(session: pytest.Session) -> Verdict:
+def judge(session: pytest.Session) -> CompareFail:
     """The checks' findings, as pytest-benchmark's own checks decide them, and the run's exit status set from them
     (an exit status that already says worse is kept)."""
     bench = benchmark_session(session.config)
     if bench is None or not getattr(bench, "compare_fail", None):
-        return Verdict()
+        return CompareFail()
     mapping = bench.compared_mapping or {}
-    verdict = Verdict(list(bench.compare_fail), bool(mapping), str(bench.storage))
+    verdict = CompareFail(list(bench.compare_fail), bool(mapping), str(bench.storage))
     folder = Path(getattr(bench.storage, "path", ""))  # a file storage's folder: its runs are named within it
     for current in filter(None, bench.benchmarks):
         for path, saved_runs in mapping.items():
