@@ -376,7 +376,7 @@ def entry(proc: ProcessRun, name: str) -> dict:
 
 def test_device_bench_is_called_as_benchmark_is(drop_in_run):
     out = drop_in_run.stdout
-    assert "6 failed, 8 passed, 1 skipped, 1 error in" in out and "warnings summary" not in out, drop_in_run.tail()
+    assert "6 failed, 9 passed, 1 skipped, 2 errors in" in out and "warnings summary" not in out, drop_in_run.tail()
     for name in ("arguments_and_result", "profiled", "gc_off_while_sampling", "pedantic", "steady", "marked"):
         assert f"FAILED test_mine.py::test_{name}" not in out
     info = entry(drop_in_run, "test_arguments_and_result")["extra_info"]
