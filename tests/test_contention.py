@@ -17,6 +17,7 @@ from suites.core.host_load import (
     HostProbe,
     SampleLoad,
     pooled,
+    working,
 )
 from suites.core.stopping import StopRule
 from suites.core.timing import measure
@@ -47,6 +48,16 @@ def test_a_case_is_contended_from_a_share_of_its_samples():
     assert Contention().contended is False and Contention().info()["share"] == 0.0
 
 
+def test_the_threads_that_worked_are_those_with_a_tenth_of_the_cpu_time():
+    before = {"1": 0, "2": 0, "3": 50}
+    assert working(before, {"1": 400, "2": 380, "3": 60}) == 2  # a pool of two; a ticker's thread took a sliver
+    assert working(before, {"1": 400, "2": 2, "3": 50}) == 1  # one thread: Python code, a sleep
+    assert working(before, {"1": 0, "2": 0, "3": 50}) == 1  # nothing ran: no pool either
+    assert working({}, {}) is None  # no procfs
+    load = Contention(threads=2, working_threads=1)
+    assert load.ran_on == 1 and Contention(threads=2).ran_on == 2  # torch's pool where nothing says more
+
+
 def _spin() -> None:
     x = 0
     for i in range(20_000):
@@ -73,6 +84,38 @@ def test_a_cpu_bound_neighbour_on_our_cpu_marks_the_case_contended():
     info = m.contention.info()
     assert m.contention.contended, info
     assert info["run_delay_share"] >= 0.3 and info["involuntary_switches_per_sample"] > 0, info
+    # Python code runs on one thread, whatever torch's pool: its median of mostly quiet samples is its own time
+    assert info["working_threads"] == 1 and not any(note.startswith("not converged: ") for note in m.notes), info
+
+
+@pytest.mark.skipif(not (hasattr(os, "sched_setaffinity") and os.path.exists("/proc/self/task")),
+                    reason="needs Linux: CPU affinity and per-thread run delay in procfs")
+def test_a_matmul_on_two_threads_beside_a_neighbour_is_not_converged_and_says_why():
+    """The issue's case, real: a 256^3 float32 matmul on torch's 2 intra-op threads, a busy loop pinned to one of
+    our two CPUs. Its pool waits for the displaced thread's slice in most calls; a rule whose target any spread meets
+    shows that the spread no longer decides: the case is contended, not converged, and its note names the cause."""
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        pytest.skip("needs two CPUs for two intra-op threads")
+    two = set(sorted(mine)[:2])
+    threads = torch.get_num_threads()
+    a = torch.randn(256, 256)
+    neighbour = start_python("-c", "while True: pass", output="discard")
+    try:
+        os.sched_setaffinity(neighbour.pid, {min(two)})
+        os.sched_setaffinity(0, two)
+        torch.set_num_threads(2)
+        rule = StopRule(min_samples=10, min_time_s=0.2, target_rel_iqr=1e9, timeout_s=5.0, warmup_s=0.05)
+        m = measure(lambda: a @ a, torch.device("cpu"), rule)
+    finally:
+        torch.set_num_threads(threads)
+        os.sched_setaffinity(0, mine)
+        neighbour.kill()
+        neighbour.wait()
+    assert m.stop_reason == "target" and m.contention.threads == m.contention.working_threads == 2
+    assert m.contention.contended, m.contention.info()
+    assert not m.converged
+    assert any(note.startswith("not converged: ") and "ran on 2 threads" in note for note in m.notes), m.notes
 
 
 needs_procfs = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads per-thread schedstat in procfs")

@@ -324,6 +324,13 @@ def test_extra_info_clash(device_bench):
     device_bench.extra_info["device"] = "mine"
 
 
+def test_extra_info_posing(device_bench):
+    device_bench.extra_info["mine"] = "a field of the test's own"
+    device_bench(lambda: None)
+    device_bench.extra_info["tflops"] = 999  # a no-op given no flops=: the suite measured no tflops
+    device_bench.extra_info["pct_peak"] = 100.0
+
+
 def test_generator(device_bench):
     def matmuls():
         yield torch.ones(512, 512) @ torch.ones(512, 512)
@@ -369,7 +376,7 @@ def entry(proc: ProcessRun, name: str) -> dict:
 
 def test_device_bench_is_called_as_benchmark_is(drop_in_run):
     out = drop_in_run.stdout
-    assert "6 failed, 8 passed, 1 skipped, 1 error in" in out and "warnings summary" not in out, drop_in_run.tail()
+    assert "6 failed, 9 passed, 1 skipped, 2 errors in" in out and "warnings summary" not in out, drop_in_run.tail()
     for name in ("arguments_and_result", "profiled", "gc_off_while_sampling", "pedantic", "steady", "marked"):
         assert f"FAILED test_mine.py::test_{name}" not in out
     info = entry(drop_in_run, "test_arguments_and_result")["extra_info"]
@@ -410,6 +417,16 @@ def test_extra_info_never_overwrites_the_suites_fields_silently(drop_in_run):
     assert entry(drop_in_run, "test_extra_info_clash")["extra_info"]["device"] == "cpu"
     assert ("device_bench.extra_info: 'device' the suite records itself (docs/results.md); the entry keeps the "
             "suite's value") in drop_in_run.stdout
+
+
+def test_a_suite_field_the_suite_did_not_measure_is_never_the_tests_figure(drop_in_run):
+    """`tflops = 999` on a no-op was written as a figure: the suite measured none (no flops=), so nothing checked
+    the name. The entry holds no such field, its own fields stay, and the test fails naming them."""
+    info = entry(drop_in_run, "test_extra_info_posing")["extra_info"]
+    assert "tflops" not in info and "pct_peak" not in info and info["mine"] == "a field of the test's own"
+    assert info["status"] == "ok" and "device_s" in info  # measured and kept
+    assert ("device_bench.extra_info: 'pct_peak', 'tflops' the suite records itself (docs/results.md); the entry "
+            "keeps the suite's value, or none where the suite measured none") in drop_in_run.stdout
 
 
 @pytest.mark.parametrize(("name", "status", "reason"), [

@@ -13,6 +13,7 @@ The writer's side of the project's hostile corpus (the reports' side is tests/ho
 - journal of a SIGKILL'd --benchmark-json run -> moved aside with a note, still read by reports
 - journal of a SIGKILL'd --benchmark-save run -> counts as its run number; the next run takes the next
 - journal of a run that is still going -> refused, naming its pid and host
+- journal path a symlink (to an empty file, a user's file, nothing) -> refused in one line, nothing written through
 - --collect-only, or a -k that selects nothing, over an existing --benchmark-json -> the file left as it was
 - a -k that selects nothing, new --benchmark-json -> no file (the suite is not in use; pytest exits 5)
 - the --benchmark-json folder deleted mid-run, its journal with it -> the file written where pytest was started,
@@ -46,8 +47,8 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.utils import get_machine_id
 
-from suites.harness import results
-from suites.harness.journal import Journal, JournalBusy
+from suites.harness import results, targets
+from suites.harness.journal import Journal, JournalBusy, JournalRefused
 from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
@@ -247,6 +248,31 @@ def test_a_journal_that_holds_no_case_is_replaced_with_a_note(left, tmp_path):
     assert json.loads(journal.read_text())["datetime"] == "now"
 
 
+@pytest.mark.parametrize("names", ["an empty file", "a user's file", "nothing"])
+def test_a_journal_path_that_is_a_symlink_is_refused_and_nothing_is_written_through_it(names, tmp_path):
+    """A link at the journal's path (this suite never makes one) to an empty file had the journal written through
+    it, over the file it named; to a file with content, the link was moved aside as an unfinished journal; a
+    dangling one read as other runs racing for it. Each is refused in one line, the link and its target as they
+    were."""
+    target = tmp_path / "elsewhere" / "precious.txt"
+    target.parent.mkdir()
+    before = {"an empty file": "", "a user's file": "a user's notes\n", "nothing": None}[names]
+    if before is not None:
+        target.write_text(before)
+    journal = tmp_path / "run.json.journal"
+    journal.symlink_to(target)
+    said = rf"^{re.escape(str(journal))}: is a symbolic link \(to {re.escape(str(target))}\); the journal is written"
+    with pytest.raises(JournalRefused, match=said + " only to a file of its own, never through a link"):
+        Journal.create(journal, {"datetime": "now"}, [])
+    assert journal.is_symlink() and os.readlink(journal) == str(target)
+    assert (target.read_text() if target.exists() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "run.json.journal"]
+    refused = _run_in_process("-k", "square and float32", f"--benchmark-json={tmp_path / 'run.json'}")
+    assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
+    assert f"{journal}: is a symbolic link (to {target})" in refused.stderr
+    assert (target.read_text() if target.exists() else None) == before and journal.is_symlink()
+
+
 def test_a_journal_line_refused_by_a_full_disk_is_cut_back_to_the_whole_lines(small_disk):
     journal = Journal.create(small_disk / "run.json.journal", {}, [])
     journal.add({"benchmarks": {"fullname": "a"}})
@@ -370,16 +396,16 @@ def test_a_symlinked_target_is_followed_and_special_files_are_refused(tmp_path):
     real.write_text("{}")
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    assert results.resolve_target(link) == real.resolve()
+    assert targets.resolve_target(link) == real.resolve()
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     with pytest.raises(pytest.UsageError, match="is a named pipe, not a regular file"):
-        results.resolve_target(fifo)
+        targets.resolve_target(fifo)
     with pytest.raises(pytest.UsageError, match="is a character device, not a regular file"):
-        results.resolve_target(Path("/dev/null"))
+        targets.resolve_target(Path("/dev/null"))
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     with pytest.raises(pytest.UsageError, match="symbolic links"):
-        results.resolve_target(tmp_path / "loop")
+        targets.resolve_target(tmp_path / "loop")
 
 
 @pytest.mark.slow

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from suites.harness.results import REGRESSED, write_atomically
+from suites.harness.results import REGRESSED
+from suites.harness.targets import write_atomically
 from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
     ProcessRun,
     bench_args,
+    run_command,
     run_pytest,
     run_pytest_in_process,
     run_python,
@@ -122,6 +125,44 @@ def test_an_unusable_output_location_stops_the_run_before_the_first_case(where, 
     assert "error" in proc.stderr.lower()
 
 
+def _chattr(flag: str, path: Path) -> bool:
+    """`chattr FLAG PATH`; False where it cannot be set (not root, no such attribute on this filesystem)."""
+    return run_command(["chattr", flag, str(path)]).returncode == 0 if shutil.which("chattr") else False
+
+
+@pytest.mark.parametrize("where", ["immutable_file", "append_only_file", "immutable_folder", "read_only_file"])
+def test_a_target_that_would_refuse_the_results_is_refused_before_the_first_case(where, tmp_path):
+    """pytest-benchmark before 5.3 opened --benchmark-json while parsing it, so such a target failed at once; from
+    5.3 nothing opens it until the end, and the writer's check of the folder's mode bits saw nothing wrong (root
+    passes it everywhere): the run measured, then lost its results' file. Each is one line before any case."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    target = folder / "run.json"
+    if where != "immutable_folder":
+        target.write_text('{"earlier": "results"}')
+    flag = {"immutable_file": ("+i", target), "append_only_file": ("+a", target),
+            "immutable_folder": ("+i", folder)}.get(where)
+    if flag is None:
+        if os.geteuid() == 0:
+            pytest.skip("root writes a read-only file, as the shell's > does: nothing to refuse")
+        target.chmod(0o444)
+    elif not _chattr(*flag):
+        pytest.skip(f"chattr {flag[0]} needs root and a filesystem that keeps it")
+    try:
+        proc = run_pytest_in_process(*_quick("-k", "square and float32", f"--benchmark-json={target}"))
+    finally:
+        if flag is not None:
+            _chattr(flag[0].replace("+", "-"), flag[1])
+    assert proc.returncode == 4, proc.tail(2000)
+    assert "passed" not in proc.stdout and "Traceback" not in proc.stderr
+    expected = (f"{folder}: cannot write there" if where == "immutable_folder"
+                else f"--benchmark-json {target}: the file there cannot be replaced (")
+    assert len([line for line in proc.stderr.splitlines() if expected in line]) == 1, proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ([] if where == "immutable_folder" else ["run.json"])
+    if where != "immutable_folder":
+        assert target.read_text() == '{"earlier": "results"}'
+
+
 def test_an_atomic_write_leaves_the_old_file_or_the_new_one(tmp_path):
     target = tmp_path / "run.json"
     target.write_text("old")
@@ -157,14 +198,44 @@ def test_compare_fail_fails_every_run_after_a_regression_until_it_is_gone(tmp_pa
     repo.mkdir()
     (repo / "test_paused.py").write_text(PAUSED_BENCH)
     compare = ["--benchmark-only", "--benchmark-compare", "--benchmark-compare-fail=median:100%"]
-    exits = []
+    runs = []
     for pause_s, args in (("0.001", ["--benchmark-only"]), ("0.005", compare), ("0.005", compare),
                           ("0.001", compare)):
         (repo / "pause_s").write_text(pause_s)
-        exits.append(_guest_run(repo, *args).returncode)  # pytest-benchmark's PerformanceRegression: exit 1
-    assert exits == [0, 1, 1, 0], exits
+        runs.append(_guest_run(repo, *args))  # a regression: exit 1, as pytest-benchmark's PerformanceRegression
+    assert [run.returncode for run in runs] == [0, 1, 1, 0], [run.tail(1500) for run in runs]
     saved = sorted(p.name.split("_")[0] for p in (repo / ".benchmarks").rglob("*.json"))
     assert saved == ["0001", "0002", f"{REGRESSED}0002", f"{REGRESSED}0002"]
+    baseline = next((repo / ".benchmarks").rglob("0001_*.json"))
+    for run in runs[1:3]:  # each regression in one line, against the same saved run; no traceback
+        said = [line for line in run.output.splitlines() if line.startswith("regression: ")]
+        assert "Traceback" not in run.output and "PerformanceRegression" not in run.output, run.tail()
+        assert len(said) == 1 and said[0].startswith("regression: test_paused.py::test_pause median "), said
+        assert f" in {baseline}: +" in said[0], said
+        assert said[0].endswith(" % (--benchmark-compare-fail median:100% allows +100 %)"), said
+    assert not any(line.startswith("regression: ") for line in runs[3].output.splitlines())
+
+
+@pytest.mark.slow
+def test_compare_fail_with_no_saved_run_says_so_in_one_line(tmp_path):
+    """A nightly job's first run: --benchmark-compare finds no saved run, and --benchmark-compare-fail ended the
+    run in pytest-benchmark's traceback; it is one line, exit 4 as before, and the run is still saved."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_paused.py").write_text(PAUSED_BENCH)
+    (repo / "pause_s").write_text("0.001")
+    run = _guest_run(repo, "--benchmark-only", "--benchmark-compare", "--benchmark-compare-fail=median:10%")
+    assert run.returncode == 4 and "Traceback" not in run.output, run.tail()
+    assert "--benchmark-compare-fail median:10%: nothing was compared (--benchmark-compare found no saved run in " \
+           in run.output, run.tail()
+    assert [p.name.split("_")[0] for p in (repo / ".benchmarks").rglob("*.json")] == ["0001"]
+
+
+def test_compare_fail_without_compare_is_a_usage_error_before_the_first_case():
+    refused = run_pytest_in_process(*_quick("-k", "square and float32", "--benchmark-compare-fail=median:10%"))
+    assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
+    assert "--benchmark-compare-fail: compares against the run --benchmark-compare loads; without " \
+           "--benchmark-compare it can compare nothing" in refused.stderr
 
 
 MIXED_BENCH = '''

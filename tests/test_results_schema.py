@@ -21,6 +21,7 @@ from referencing import Registry, Resource
 from reports.__main__ import main
 from reports.format import strict_json
 from reports.format.load import load
+from reports.format.schema import EXTRA_INFO_FIELDS
 from suites.core import stopping
 from suites.harness.journal import Journal
 from suites.harness.results import dumps
@@ -279,6 +280,12 @@ def test_the_common_extra_info_fields_of_the_page_are_typed_in_the_schema():
     common = set(table_names("`extra_info` fields every case may carry"))
     assert common and common <= set(SCHEMA["$defs"]["extra_info"]["properties"]), \
         sorted(common - set(SCHEMA["$defs"]["extra_info"]["properties"]))
+
+
+def test_the_suites_extra_info_fields_a_test_may_not_set_are_the_schemas():
+    """device_bench refuses a test's value in these names (suites/harness/entry.py): the list the code holds is
+    the schema's, so a field added to one is added to the other."""
+    assert set(SCHEMA["$defs"]["extra_info"]["properties"]) == EXTRA_INFO_FIELDS
 
 
 def test_code_cites_this_page_for_the_stable_names_not_a_card_outside_the_repository():

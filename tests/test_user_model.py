@@ -84,13 +84,24 @@ def test_a_model_that_does_not_fit_is_a_recorded_oom():
      "the batch is on meta, the run on cpu"),
     (["tests.user_models:dict_model", "--batch", "tests.user_models:dict_batch", "--device", "cuda:7"],
      "--device cuda:7"),
+    # user code that calls sys.exit ends nothing: advise exited 0 with no advice
+    (["tests.user_models:exiting_model", "--batch", "tests.user_models:tensor_batch"],
+     "the model factory called sys.exit(0): it must return, not end the process"),
+    (["tests.user_models:logits_model", "--batch", "tests.user_models:exiting_batch"],
+     "the batch factory called sys.exit('no data here')"),
+    (["tests.user_models:logits_model", "--batch", "tests.user_models:tensor_batch", "--loss",
+      "tests.user_models:exiting_loss"], "the model's forward or its loss function called sys.exit(None)"),
+    (["exits_on_import:make"], "model 'exits_on_import:make': importing exits_on_import called sys.exit(0)"),
 ])
-def test_usage_errors_are_one_line_and_exit_2(args, message, capsys, tmp_path):
-    argv = [*args, "--out", str(tmp_path), *([] if "--device" in args else ["--device", "cpu"])]
+def test_usage_errors_are_one_line_and_exit_2(args, message, capsys, tmp_path, monkeypatch):
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")  # named from the working directory
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    argv = [*args, "--out", str(out), *([] if "--device" in args else ["--device", "cpu"])]
     assert advise.main(argv) == advise.USAGE
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
-    assert not list(tmp_path.iterdir())  # nothing was run
+    assert not out.exists()  # nothing was run
 
 
 def test_load_names_what_failed():

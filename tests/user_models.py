@@ -3,6 +3,7 @@
 Each is named in tests as `tests.user_models:FACTORY`, the way a user names theirs on the command line.
 """
 
+import sys
 import time
 
 import torch
@@ -97,6 +98,18 @@ def too_big_model() -> nn.Module:
 
 def not_a_model() -> str:
     return "a model"
+
+
+def exiting_model() -> nn.Module:
+    sys.exit(0)  # a script's habit: advise must not end with 0 and no advice
+
+
+def exiting_batch(device: torch.device) -> torch.Tensor:
+    sys.exit("no data here")
+
+
+def exiting_loss(output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+    raise SystemExit
 
 
 def slow_not_a_model() -> str:

@@ -13,8 +13,10 @@ threads a sample reads), the direct measure of contention.
 A sample is contended when its threads waited for a CPU for at least `RUN_DELAY_SHARE` of its wall time; where
 the run delay cannot be read (no procfs), when it was preempted at all (an involuntary switch). A case is
 `contended` when at least `CONTENDED_SHARE` of its samples are. The 1-minute load average, the threads torch
-uses and the CPUs this process may run on are recorded beside it as context: the load lags a case of a second
-by a minute, so it does not decide.
+uses, the threads that worked (each took at least `WORKING_SHARE` of the process's CPU time over the samples) and
+the CPUs this process may run on are recorded beside it as context: the load lags a case of a second by a minute,
+so it does not decide. A contended CPU case that worked on several threads is not a measurement of its op
+(`pool_waited`).
 """
 
 from __future__ import annotations
@@ -150,6 +152,14 @@ class RunDelay:
             self._last_full = self._full_start
         return self._seconds(raw)
 
+    def cpu_times(self) -> dict[str, int]:
+        """Every thread's time on a CPU so far, in nanoseconds (the first figure of its schedstat)."""
+        times = {}
+        for task, line in self._read(list(self.files)).items():
+            with contextlib.suppress(IndexError, ValueError):
+                times[task] = int(line.split()[0])
+        return times
+
     @property
     def threads_read(self) -> tuple[int, ...]:
         """The native ids of the threads the last sample read (all of them in a full sample)."""
@@ -159,13 +169,30 @@ class RunDelay:
         self._closer()
 
 
+# A thread that took at least this share of the process's CPU time over a case's samples worked on the case: the
+# threads of torch's pool on a parallel op take about equal shares, a progress line's or a sampler's thread a
+# sliver.
+WORKING_SHARE = 0.1
+
+
+def working(before: dict[str, int], after: dict[str, int]) -> int | None:
+    """How many threads did the work between two readings of their CPU times (None: none could be read)."""
+    if not after:
+        return None
+    took = [after[task] - before.get(task, 0) for task in after]
+    total = sum(took)
+    return sum(t >= WORKING_SHARE * total for t in took) if total > 0 else 1
+
+
 class HostProbe:
-    """Reads the process's clocks before and after every sample (outside its timed window)."""
+    """Reads the process's clocks before and after every sample (outside its timed window), and every thread's CPU
+    time over all of them (how many threads the case ran on)."""
 
     def __init__(self) -> None:
         self.run_delay = RunDelay()
         self.loads: list[SampleLoad] = []
         self._before: SampleLoad | None = None
+        self._cpu_times = self.run_delay.cpu_times()
 
     @staticmethod
     def read(run_delay: Callable[[], float | None]) -> SampleLoad:
@@ -187,8 +214,10 @@ class HostProbe:
         self.run_delay.close()
 
     def finish(self, threads: int) -> Contention:
+        """The case's contention; `threads`: those of torch's pool."""
+        worked = working(self._cpu_times, self.run_delay.cpu_times())
         self.close()
-        return Contention(self.loads, os.getloadavg()[0], threads, cpus())
+        return Contention(self.loads, os.getloadavg()[0], threads, cpus(), worked)
 
 
 def cpus() -> int:
@@ -205,8 +234,14 @@ class Contention:
 
     loads: list[SampleLoad] = field(default_factory=list)
     load_1m: float = 0.0
-    threads: int = 1
+    threads: int = 1  # torch's intra-op threads
     cpus: int = 1
+    working_threads: int | None = None  # the process's threads that worked while sampling (None: not read)
+
+    @property
+    def ran_on(self) -> int:
+        """The threads the case ran on: those that worked, where procfs says, else torch's pool."""
+        return self.threads if self.working_threads is None else self.working_threads
 
     @property
     def share(self) -> float:
@@ -227,12 +262,30 @@ class Contention:
                                                          if self.loads else 0.0),
                      "cpu_per_wall": float(sum(load.cpu_s for load in self.loads) / wall) if wall > 0 else None,
                      "run_delay_share": float(sum(delays) / wall) if delays and wall > 0 else None,
-                     "load_1m": self.load_1m, "threads": self.threads, "cpus": self.cpus, "rule": RULE}
+                     "load_1m": self.load_1m, "threads": self.threads, "cpus": self.cpus,
+                     "working_threads": self.working_threads, "rule": RULE}
         return out
+
+
+def pool_waited(load: Contention | None, device_type: str) -> bool:
+    """Whether a CPU case's figure is the scheduler's rather than the op's: it ran on several threads (torch's
+    intra-op pool; `Contention.ran_on`) while other work held the host's CPUs (`contended`).
+
+    A parallel op waits at its end for the last thread of the pool; a thread that another process displaced waits
+    for a scheduler slice (milliseconds) before it runs again, in every call that follows a pause of the pool. So a
+    contended sample of such an op is not the op slowed by a share, it is the slice: beside one CPU-bound neighbour
+    on this 2-core machine, a 0.2 ms 257^3 float32 matmul on 2 threads read 69 ms per call, its five samples
+    within the quick profile's target (`converged`). Its spread says nothing of the op, so such a case is never
+    converged (suites/core/measurement.py), and its note says why (suites/core/timing.py). One thread has no pool
+    to wait on: its contended samples are the op slowed by what the neighbour took, which the median of mostly
+    quiet samples leaves out and the case's `contended` marks; nor has a case that runs on one thread while the pool
+    has two (Python code, a sleep: `working_threads`). A GPU's ops are timed on the device."""
+    return device_type == "cpu" and load is not None and load.contended and load.ran_on >= 2
 
 
 def pooled(parts: list[Contention]) -> Contention:
     """One case's contention over several measurements (its rounds): every sample of every part."""
     last = parts[-1]
+    worked = [p.working_threads for p in parts if p.working_threads is not None]
     return Contention([load for part in parts for load in part.loads], max(p.load_1m for p in parts), last.threads,
-                      last.cpus)
+                      last.cpus, max(worked) if worked else None)

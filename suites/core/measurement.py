@@ -65,6 +65,10 @@ class Measurement:
 
     @property
     def converged(self) -> bool:
+        """The spread met the rule (suites/core/stopping.py), and the samples are the op's: a CPU case on several
+        threads whose threads waited on the scheduler (`host_load.pool_waited`) is not, whatever its spread."""
+        if host_load.pool_waited(self.contention, self.device_type):
+            return False
         return converged(self.stop_reason, self.rel_iqr, self.rule, pooled=bool(self.rounds),
                          long_samples=len(self.samples_s) if self.kind == "step" else None)
 

@@ -258,7 +258,7 @@ def measure(fn: Callable[[], object], device: torch.device, rule: StopRule, *, c
                     hold_s=held.hold_s if held else None, dropped_samples=took.dropped, notes=notes,
                     sample_overhead_s=calibration.overhead_s, gc_disabled=True, kind=kind,
                     contention=took.probe.finish(torch.get_num_threads()))
-    if m.stop_reason == "plateau" and not m.converged:
+    if m.stop_reason == "plateau" and m.rel_iqr > rule.plateau_ceiling * rule.target_rel_iqr:
         m.notes.append(f"the spread stopped changing at rel-IQR {m.rel_iqr:.3g}, beyond {rule.plateau_ceiling:g} "
                        f"x the {rule.target_rel_iqr:g} target: not converged")
     if m.resolution_limited:
@@ -290,16 +290,14 @@ def long_step_note(m: Measurement) -> str | None:
 
 
 def thread_pool_note(load: host_load.Contention | None, device_type: str) -> str | None:
-    """What a contended CPU case with several intra-op threads must say: its time may be the scheduler's.
-
-    torch's intra-op pool runs a parallel op on all its threads and waits at the end for the last; when other
-    processes hold the CPUs, that thread waits for a scheduler slice (milliseconds), in every call that follows a
-    pause of the pool. On the 2-core test machine beside two CPU-bound processes, a 15 us softmax on 2 threads
-    took 16-32 ms per call (and 28 us on one thread); pytest-benchmark's fixture read the same 16 ms. Both timers
-    are right about this host, which is not the op's own time."""
-    if device_type != "cpu" or load is None or not load.contended or load.threads < 2:
+    """What a contended CPU case with several intra-op threads says: its time is the scheduler's, so it is not
+    converged (`host_load.pool_waited`). On the 2-core test machine beside two CPU-bound processes, a 15 us softmax
+    on 2 threads took 16-32 ms per call (and 28 us on one thread); pytest-benchmark's fixture read the same 16 ms.
+    Both timers are right about this host, which is not the op's own time."""
+    if load is None or not host_load.pool_waited(load, device_type):
         return None
-    return (f"other work held this host's CPUs in {load.share:.0%} of the samples while torch ran {load.threads} "
-            f"intra-op threads on {load.cpus} CPUs: a parallel op then waits for its descheduled threads, for "
-            "milliseconds per call; torch.set_num_threads(1) (as torch.utils.benchmark times) or a quiet host "
-            "gives the op's own time")
+    return (f"not converged: other work held this host's CPUs in {load.share:.0%} of the samples while the case ran "
+            f"on {load.ran_on} threads (torch's intra-op pool: {load.threads}) on {load.cpus} CPUs; a parallel op "
+            "then waits for its descheduled threads, for milliseconds per call, so the time is the scheduler's, not "
+            "the op's; "
+            "torch.set_num_threads(1) (as torch.utils.benchmark times) or a quiet host gives the op's own time")

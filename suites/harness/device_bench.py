@@ -139,6 +139,7 @@ class DeviceBench:
         self.journal = journal  # hands each earlier round to the results writer (None: no writer)
         self.recorded: entry.Recorded | None = None
         self._users_before: dict = {}  # the test's extra_info when it called
+        self.clashes: set[str] = set()  # the suite's fields the test set in extra_info (`keep_suite_fields`)
 
     @property
     def device(self) -> torch.device:
@@ -241,12 +242,19 @@ class DeviceBench:
             profile.runcall(call)
         entry.save_cprofile(self.benchmark, profile)
 
+    def keep_suite_fields(self) -> None:
+        """The suite's fields of the entry are its own (`entry.keep_suite_fields`): a name of the suite's that the
+        test put in `extra_info` keeps the suite's value, or is removed where the suite recorded none. Done when the
+        test's call ends, before its entry is journaled (suites/harness/pytest_plugin.py), and again at teardown."""
+        if self.recorded is not None:
+            self.clashes |= set(entry.keep_suite_fields(self.benchmark, self.recorded.info, self._users_before))
+
     def finish(self) -> None:
-        """At teardown: the suite's fields of the entry are its own. A name the test put in `extra_info` that the
-        suite records too keeps the suite's value, and the test fails naming it (never silently either way)."""
-        if self.recorded is None:
-            return
-        clashes = entry.keep_suite_fields(self.benchmark, self.recorded.info, self._users_before)
-        if clashes:
-            pytest.fail(f"device_bench.extra_info: {', '.join(map(repr, clashes))} the suite records itself "
-                        "(docs/results.md); the entry keeps the suite's value: name yours otherwise", pytrace=False)
+        """At teardown: the suite's fields kept its own (`keep_suite_fields`), and the test fails naming those it
+        set (never silently either way)."""
+        self.keep_suite_fields()
+        if self.clashes:
+            pytest.fail(f"device_bench.extra_info: {', '.join(map(repr, sorted(self.clashes)))} the suite records "
+                        "itself (docs/results.md); the entry keeps the suite's value, or none where the suite "
+                        "measured none (flops= and bytes= give its tflops and gbps): name yours otherwise",
+                        pytrace=False)

@@ -198,12 +198,19 @@ def mark_threads(benchmark, run_threads: int, now: int) -> None:
 
 
 def keep_suite_fields(benchmark, suite: dict, users_before: dict) -> list[str]:
-    """After a device_bench test: the names of the suite's fields (`suite`, what `record` wrote) that the test
-    also set in its fixture's extra_info, before its call (`users_before`) or after; each gets the suite's value
-    back."""
-    clashes = sorted(k for k in suite if k in users_before or benchmark.extra_info.get(k) is not suite[k])
+    """After a device_bench test: the names of the suite's fields that the test also set in its fixture's
+    extra_info, before its call (`users_before`) or after. One the suite recorded for the case (`suite`, what
+    `record` wrote) gets the suite's value back; one it did not (a `tflops` on a call given no `flops=`, a
+    `converged` on a case that failed) is removed: a field of the suite's is never the test's figure posing as a
+    measured one. The suite's fields are the schema's (`EXTRA_INFO_FIELDS`)."""
+    from reports.format.schema import EXTRA_INFO_FIELDS
+
+    clashes = [k for k in suite if k in users_before or benchmark.extra_info.get(k) is not suite[k]]
+    posing = [k for k in benchmark.extra_info if k in EXTRA_INFO_FIELDS and k not in suite]
     benchmark.extra_info.update({k: suite[k] for k in clashes})
-    return clashes
+    for k in posing:
+        del benchmark.extra_info[k]
+    return sorted(clashes + posing)
 
 
 # pytest-benchmark's other private members the suite needs: its session, and what a test asked of its fixture.

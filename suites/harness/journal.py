@@ -18,7 +18,10 @@ What makes it durable:
   the process dies, however it dies, so a later run tells a live journal (refused: two writers of one file) from
   a stale one (moved aside, or taken over when it holds no case) without guessing. Where the filesystem has no
   locks, the header's writer (pid, host, the process's start time) decides: a pid gone, or now another process,
-  on this host is stale; a journal of another host is taken as live.
+  on this host is stale; a journal of another host is taken as live;
+- the journal is a file of its own, never written through a symbolic link: a link at its path (which this suite
+  never makes) is refused, the link and what it names left as they are. Followed, it would write the journal
+  over whatever file it names (an empty one is "taken over"), anywhere the user may write.
 """
 
 from __future__ import annotations
@@ -39,7 +42,11 @@ from reports.format.schema import JOURNAL_VERSION, RESULTS_SCHEMA_VERSION
 SUFFIX = ".journal"
 
 
-class JournalBusy(Exception):
+class JournalRefused(Exception):
+    """The journal's path cannot take this run's journal; the message is one line saying why."""
+
+
+class JournalBusy(JournalRefused):
     """The journal belongs to a run that is still going (its writer holds the lock)."""
 
 
@@ -170,9 +177,15 @@ def _take_stale(path: Path, notes: list[str]) -> int | None:
     """The existing journal at path, if no running process owns it: moved aside when it holds cases (None: try
     again at path), else taken over (its descriptor)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and path.is_symlink():
+            raise JournalRefused(f"{path}: is a symbolic link (to {os.readlink(path)}); the journal is written only "
+                                 "to a file of its own, never through a link: remove the link, or write the results "
+                                 "elsewhere") from None
+        raise
     try:
         locked = _lock(fd)
         header, header_size = _header(fd)

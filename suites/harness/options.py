@@ -166,6 +166,9 @@ def check(config: pytest.Config) -> None:
     every = config.getoption("bench_progress_interval_s")
     if not (math.isfinite(every) and every >= 0):
         raise pytest.UsageError(f"--bench-progress-interval-s {every:g}: expected 0 (off) or a positive interval")
+    if config.getoption("benchmark_compare_fail", None) and not config.getoption("benchmark_compare", None):
+        raise pytest.UsageError("--benchmark-compare-fail: compares against the run --benchmark-compare loads; "
+                                "without --benchmark-compare it can compare nothing")
     if trace_dir := config.getoption("bench_trace_dir"):
         _check_trace_dir(Path(trace_dir))
     if given(config, "bench_dtypes") or given(config, "bench_device") or given(config, "bench_rounds"):

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 SUITE_FIXTURES = ("run_case", "device_bench")
 SESSION = pytest.StashKey["BenchSession"]()
 PROGRESS = pytest.StashKey["ProgressPlugin"]()
+VERDICT = pytest.StashKey["CompareFail"]()
 NO_BENCHMARK = ("needs pytest-benchmark, which is turned off (-p no:benchmark): the suite's fixtures record their "
                 "timings through it")
 
@@ -205,12 +206,16 @@ def observers(config: pytest.Config, shared: BenchSession) -> list[Extension]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A plain `benchmark` test of a run that uses the suite, measured with another thread count than the run's
-    (it called torch.set_num_threads), says so in its extra_info as the suite's cases do (the `threads` step of
-    suites/harness/entry.py)."""
+    """When a test's call ends, before its entry is journaled: a device_bench test's extra_info keeps only the
+    suite's values in the suite's fields (`DeviceBench.keep_suite_fields`); a plain `benchmark` test of a run that
+    uses the suite, measured with another thread count than the run's (it called torch.set_num_threads), says so
+    in its extra_info as the suite's cases do (the `threads` step of suites/harness/entry.py)."""
     yield
+    funcargs = getattr(item, "funcargs", {})
+    if (ours := funcargs.get("device_bench")) is not None and hasattr(ours, "keep_suite_fields"):
+        ours.keep_suite_fields()
     shared = active_session(item.config)
-    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    fixture = funcargs.get("benchmark")
     if shared is not None and is_pytest_benchmark(fixture) and not uses_suite(item):
         import torch
 
@@ -307,6 +312,28 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
     """Add the cases that produced no timing (oom, unsupported, error) beside pytest-benchmark's `benchmarks`."""
     if (shared := active_session(config)) is not None:
         output_json["not_measured"] = list(shared.not_measured)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """`--benchmark-compare-fail`'s verdict and exit status (suites/harness/regressions.py), said in the summary."""
+    from suites.harness import regressions
+
+    session.config.stash[VERDICT] = regressions.judge(session)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_terminal_summary(terminalreporter, config: pytest.Config):
+    """pytest-benchmark's summary without its traceback, then each failed check of --benchmark-compare-fail in one
+    line."""
+    verdict = config.stash.get(VERDICT, None)
+    if verdict is not None and verdict.checks:
+        from suites.harness import regressions
+
+        regressions.silence(config)
+    result = yield
+    if verdict is not None:
+        verdict.say(terminalreporter)
+    return result
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

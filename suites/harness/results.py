@@ -7,10 +7,12 @@ cases were all unsupported writes no file at all. This writer takes the file out
 - before the first case, each output location (`--benchmark-json`, `--benchmark-save`/`--benchmark-autosave`
   into a file storage) is checked and the run's journal is created (suites/harness/journal.py): beside the
   storage's file when the run saves there, else beside `--benchmark-json`. A missing or unwritable folder, a
-  folder or a special file (a device, a FIFO) where the file should be, a full disk: a usage error in the first
-  second, not a traceback after an hour. A symlink is followed to the file it names, which is then replaced (the
-  link stays). A journal left by a run that is gone (killed) is moved aside, or replaced when it holds no case,
-  with a note; one whose run is still going is refused;
+  folder or a special file (a device, a FIFO) where the file should be, a file that would refuse to be replaced
+  (immutable, read-only), a full disk: a usage error in the first second, not a traceback after an hour
+  (suites/harness/targets.py, which also writes the file whole). A symlink is followed to the file it names,
+  which is then replaced (the link stays). A journal left by a run that is gone (killed) is moved aside, or
+  replaced when it holds no case, with a note; one whose run is still going is refused, and so is a symbolic link
+  at the journal's path (never written through);
 - the storage's run number is claimed with the journal under a lock on the machine's folder, and a journal
   counts as its run's number: two runs starting together, or a run after a killed one, get numbers of their own;
 - each finished case (measured, or not measured with its reason) is appended to the journal and fsync'ed the
@@ -36,7 +38,6 @@ import fcntl
 import os
 import re
 import signal
-import stat
 import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -48,46 +49,15 @@ from pytest_benchmark.utils import SafeJSONEncoder, get_tag
 
 from reports.format import strict_json
 from reports.format.schema import RESULTS_SCHEMA_VERSION
-from suites.core.children import STOP_SIGNALS, stops_to_catch
+from suites.core.children import stops_to_catch
 from suites.harness.entry import benchmark_session
-from suites.harness.journal import SUFFIX, Journal, JournalBusy, fsync_dir
+from suites.harness.journal import SUFFIX, Journal, JournalRefused
+from suites.harness.targets import blocked_signals, resolve_target, storage_folder, write_atomically
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
 REGRESSED = "regressed-"  # the prefix of an autosaved run whose comparison failed (ResultsWriter)
 LAST_NUMBER = 9999  # pytest-benchmark's four digits: its save and its --benchmark-compare stop there
-SPECIAL_FILES = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a named pipe",
-                 stat.S_ISSOCK: "a socket"}
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write text to path so that a reader sees the old file or the whole new one, never a part.
-
-    The stop signals are blocked meanwhile: a second Ctrl-C must not leave the temporary file instead of results.
-    """
-    tmp = path.with_name(f".{path.name[:40]}.{os.getpid()}.tmp")  # never a longer name than the journal's
-    with blocked_signals():
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        fsync_dir(path.parent)
-
-
-@contextlib.contextmanager
-def blocked_signals() -> Iterator[None]:
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def dumps(data: dict) -> str:
@@ -95,43 +65,6 @@ def dumps(data: dict) -> str:
     turns what json cannot encode into its repr, as pytest-benchmark's own files do)."""
     return strict_json.dumps({"schema_version": RESULTS_SCHEMA_VERSION, **data}, default=SafeJSONEncoder().default,
                              ensure_ascii=True, indent=4)
-
-
-def resolve_target(path: Path) -> Path:
-    """Where `--benchmark-json` really writes: a symlink is followed to the file it names (so the rename replaces
-    that file and the link stays a link, as a user expects of `>` or an editor's save); a folder or a special
-    file (a device, a FIFO, a socket), which a rename would replace, is a usage error."""
-    real = Path(os.path.realpath(path))
-    try:
-        mode = real.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise pytest.UsageError(f"--benchmark-json {path}: {exc.strerror or exc}") from None
-    if mode is not None and stat.S_ISDIR(mode):
-        raise pytest.UsageError(f"--benchmark-json {path}: is a folder; the results file needs a file name")
-    kind = next((name for test, name in SPECIAL_FILES.items() if mode is not None and test(mode)), None)
-    if kind:
-        raise pytest.UsageError(f"--benchmark-json {path}: is {kind}, not a regular file; name a results file")
-    if not real.parent.is_dir():
-        raise pytest.UsageError(f"--benchmark-json {path}: folder {real.parent} does not exist")
-    _check_writable(real.parent)
-    return real
-
-
-def storage_folder(config: pytest.Config) -> Path:
-    """The machine's folder of the file storage, created like pytest-benchmark creates it, and checked."""
-    storage = benchmark_session(config).storage
-    if storage.path.exists() and not storage.path.is_dir():
-        raise pytest.UsageError(f"--benchmark-storage {storage.path}: is a file, not a folder")
-    try:
-        storage.path.mkdir(parents=True, exist_ok=True)
-        folder = storage.get("")
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise pytest.UsageError(f"--benchmark-storage {storage.path}: {exc.strerror or exc}") from None
-    _check_writable(folder)
-    return folder
 
 
 def journal_path(target: Path) -> Path:
@@ -221,7 +154,7 @@ class ResultsWriter:
                 self.targets.append(target)
             else:
                 self.journal = Journal.create(journal_path(json_target), header, notes)
-        except JournalBusy as exc:
+        except JournalRefused as exc:
             raise pytest.UsageError(str(exc)) from None
         except OSError as exc:
             raise pytest.UsageError(f"{where}: cannot write there ({exc.strerror or exc})") from None
@@ -448,11 +381,6 @@ def _cases(count: int) -> str:
 def is_case(item: pytest.Item) -> bool:
     """A test that measures (through `run_case` or pytest-benchmark's own fixture), as opposed to a plain test."""
     return "benchmark" in getattr(item, "fixturenames", ())
-
-
-def _check_writable(folder: Path) -> None:
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{folder}: cannot write there (permission denied)")
 
 
 def writer_of(config: pytest.Config) -> ResultsWriter | None:

@@ -10,10 +10,11 @@ parameter are train_step's own (`Trainee` and `workload`); this module only adap
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -66,13 +67,26 @@ class ModelError(Exception):
     """The user's model, batch or loss cannot be trained as given; the message is one line saying why."""
 
 
+@contextlib.contextmanager
+def returns(what: str) -> Iterator[None]:
+    """Run the user's code, which must return: a `sys.exit()` in it (a script's habit) would end advise with the code
+    it gives, 0 included, and no advice. It is a ModelError instead, naming what called it."""
+    try:
+        yield
+    except SystemExit as exc:
+        raise ModelError(f"{what} called sys.exit({exc.code!r}): it must return, not end the process") from None
+
+
 def load(spec: str, what: str) -> Callable:
     """`package.module:attribute` -> the attribute; every way it can fail is a ModelError naming `what`."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ModelError(f"{what} {spec!r}: expected MODULE:NAME, e.g. my_model:make_model")
     try:
-        module = importlib.import_module(module_name)
+        with returns(f"{what} {spec!r}: importing {module_name}"):
+            module = importlib.import_module(module_name)
+    except ModelError:
+        raise
     except Exception as exc:  # any error of the user's module while importing it is a usage error
         raise ModelError(f"{what} {spec!r}: cannot import {module_name} ({first_line(exc)})") from None
     found = module
@@ -205,13 +219,15 @@ class UserModel:
 
     def loss_of(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         """The loss of one (micro-)batch: train_step's `loss_of` for this model."""
-        output = call_model(model, batch)
-        return _checked_loss(self.loss_fn(output, batch) if self.loss_fn else output_loss(output))
+        with returns("the model's forward or its loss function"):
+            output = call_model(model, batch)
+            return _checked_loss(self.loss_fn(output, batch) if self.loss_fn else output_loss(output))
 
     def build_model(self, device: torch.device) -> nn.Module:
         """The model from the suite's seed, in training mode, on the device."""
         torch.manual_seed(SEED)
-        model = self.model()
+        with returns("the model factory"):
+            model = self.model()
         if not isinstance(model, nn.Module):
             raise ModelError(f"the model factory returned {_describe(model)}, not a torch.nn.Module")
         return model.train().to(device)
@@ -220,7 +236,8 @@ class UserModel:
         """One batch from `seed`, checked to hold tensors on the device; a Mapping becomes a plain dict."""
         torch.manual_seed(seed)
         takes_device = bool(inspect.signature(self.batch).parameters)
-        batch = self.batch(device) if takes_device else self.batch()
+        with returns("the batch factory"):
+            batch = self.batch(device) if takes_device else self.batch()
         if isinstance(batch, Mapping):
             batch = dict(batch)
         if not isinstance(batch, torch.Tensor | tuple | list | dict):
