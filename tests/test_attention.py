@@ -13,6 +13,7 @@ from suites.harness.bench_session import SMOKE
 from suites.ops import attention
 from suites.ops.attention import AttentionShape, Point
 from tests.runs import run_bench, run_reports_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 
@@ -227,13 +228,12 @@ def test_the_rounding_model_is_torchs_rounding_subnormals_included(dtype, scale)
 @pytest.mark.parametrize(("dims", "causal", "pass_"), [((1, 2, 256, 64), False, "fwd_bwd"),
                                                        ((1, 2, 512, 128), True, "fwd_bwd"),
                                                        ((1, 1, 1024, 64), False, "fwd")])
-def test_the_naive_error_model_is_what_float64_measures(dtype, dims, causal, pass_):
+def test_the_naive_error_model_is_what_float64_measures(one_thread, dtype, dims, causal, pass_):  # noqa: F811
     """Naive attention in 16 bits on this CPU (its gemms sum in float32: one part) against float64: the model's
     figure within 40 % of the error measured (0.7-1.06 x at 128-4096 tokens), and the case's tolerance above
     both."""
     from suites.ops.attention_error import naive_error
 
-    torch.set_num_threads(1)
     shape = AttentionShape(*dims)
     case = attention.make_case("naive", dtype, Point(shape, causal, pass_))
     measured = case.build(torch.device("cpu")).error_rel()
