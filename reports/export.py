@@ -8,7 +8,7 @@ formats, so a spreadsheet, DuckDB or pandas reads every column without knowing t
 booleans and timestamps typed. Parquet needs pyarrow, an optional extra (`pip install -e '.[parquet]'`); without it
 the command says so in one line.
 
-A CSV is made safe for the spreadsheet that opens it (docs/results.md, "export"): rows end in CRLF, as RFC 4180
+A CSV is made safe for the spreadsheet that opens it (docs/reports.md, "export"): rows end in CRLF, as RFC 4180
 has them, so a bare carriage return in a name is quoted rather than read as the end of a row; a text cell that a
 spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) gets a leading
 `'`, as OWASP's guidance on CSV injection recommends, while numbers stay numbers; and a cell longer than a

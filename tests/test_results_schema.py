@@ -1,7 +1,7 @@
 """The results schema (docs/results.md, docs/schema/*.json): strict JSON, a schema the data follows, and one list of
 stable names that the code, the schema and the page agree on.
 
-Inputs are the real runs in tests/data (their bare `Infinity` re-encoded once the strict way, see docs/reports.md
+Inputs are the real runs in tests/data (their bare `Infinity` re-encoded once the strict way, see docs/inputs.md
 "Reproducing the test fixtures"), a fresh quick run, and the writers themselves fed non-finite values. node's
 JSON.parse is the strict reader where node is installed (the check says so when it is not).
 """
