@@ -62,3 +62,44 @@ def test_every_docs_page_is_reachable_from_the_readme():
                 todo.append(found)
     orphans = [p.relative_to(ROOT) for p in (ROOT / "docs").glob("*.md") if p.resolve() not in reached]
     assert not orphans, orphans
+
+
+PAGE_MAX_BYTES = 25 * 1024
+OPENER_MAX_CHARS = 1000
+# The words a command of these pages starts with: the suite's, the reports', pytest's, torchrun's, pip's.
+COMMAND = re.compile(r"`(?:python -m |pytest |torchrun |pip install |\.github/workflows/)[^`]*`")
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_no_docs_page_is_over_25_kib(page: Path):
+    """A page past this size mixes tasks: split it by what a user does (docs/reports.md was 56 KB)."""
+    assert len(page.read_bytes()) <= PAGE_MAX_BYTES
+
+
+def opener(page: Path) -> str:
+    """The first paragraph after the page's `# ` title: its first run of non-blank lines, a code block excluded."""
+    lines = page.read_text().splitlines()
+    assert lines and lines[0].startswith("# "), f"{page.name} does not start with a `# ` title"
+    paragraph: list[str] = []
+    for line in lines[1:]:
+        if line.strip():
+            paragraph.append(line)
+        elif paragraph:
+            break
+    text = "\n".join(paragraph)
+    assert not text.startswith(("```", "|", "#", "    ")), f"{page.name}: a code block, table or heading first"
+    return text
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_every_docs_page_opens_with_what_a_user_does_and_the_command_for_it(page: Path):
+    """Each page opens, right under its title, with one short paragraph of prose (at most 1000 characters) that
+    names the command of its task in backticks (one that starts `python -m `, `pytest `, `torchrun `,
+    `pip install ` or names the nightly workflow), or links to the page that holds it; the how-to, the reference
+    and the evidence ("How this was measured") follow. What it cannot check is that the paragraph says what the
+    command is for: review does."""
+    text = opener(page)
+    assert len(text) <= OPENER_MAX_CHARS, f"{page.name}: the opening paragraph is {len(text)} characters"
+    linked = [t for t in LINK.findall(text) if t.partition("#")[0].endswith(".md")]
+    assert COMMAND.search(text) or linked, f"{page.name}: no command and no link to one in {text[:200]!r}"
