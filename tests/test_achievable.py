@@ -20,7 +20,7 @@ from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
 from suites.core.stopping import StopRule
 from suites.harness.bench_session import BenchSession
-from tests.runs import run_bench
+from tests.runs import run_bench_in_process
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=0.2, warmup_s=0.0)
@@ -230,8 +230,8 @@ def test_a_real_search_on_this_cpu(tmp_path):
 @pytest.mark.slow
 def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_path):
     def run(out: Path) -> dict:
-        proc = run_bench("bench/test_matmul.py", "--bench-dtypes", "float32", "-k", "square",
-                         f"--achievable-cache={tmp_path}", json_path=out)
+        proc = run_bench_in_process("bench/test_matmul.py", "--bench-dtypes", "float32", "-k", "square",
+                                    f"--achievable-cache={tmp_path}", json_path=out)
         assert proc.returncode == 0, proc.tail()
         lines.append(proc.stdout)
         return proc.json

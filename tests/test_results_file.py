@@ -19,7 +19,6 @@ from tests.runs import (
     ProcessRun,
     bench_args,
     run_command,
-    run_pytest,
     run_pytest_in_process,
     run_python,
     run_reports_in_process,
@@ -88,8 +87,8 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
                                   "--allow-different-devices")
     assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
 
-    # the journal's results are moved aside, kept; this run measures, so it has its own process
-    again = run_pytest(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
+    # the journal's results are moved aside, kept
+    again = run_pytest_in_process(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
     assert again.returncode == 0 and f"note: {journal} held the cases of an earlier run" in again.stdout
     assert _journal_lines(next(tmp_path.glob("killed.unfinished-*.json.journal"))) == len(cases) + 1
 
