@@ -7,10 +7,10 @@ the suite), and a result that reads its JSON results file and gives the tail of 
 A run gets a fresh interpreter (`run_*`) where a fresh one is what it checks: it is signalled or killed, runs under
 torchrun, sets an environment variable read at import, runs a guest repository that sees only what is installed,
 turns the first import's warnings into errors, reads what the run writes to the terminal's own file descriptor (the
-progress lines), or compares its answer with another process's. Any other run runs in
-this interpreter (`*_in_process`): a run that ends before the first case (a usage error, a `-k` selection, a
-command's one-line error), and a run of this repository's bench files that measures (`run_bench_in_process`): the
-same exit code, output and results file, without the 1.5-3 s a fresh interpreter spends importing torch.
+progress lines), or compares its answer with another process's. Any other run runs in this interpreter
+(`*_in_process`): one that ends before the first case (a usage error, a `-k` selection, a command's one-line error),
+and a measuring run that none of these concern (`run_bench_in_process`): the same exit code, output and results
+file, without the 1.5-3 s a fresh interpreter spends importing torch.
 """
 
 from __future__ import annotations
