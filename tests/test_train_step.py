@@ -11,6 +11,9 @@ from suites.training.data import token_batch, token_batches
 from suites.training.models import GPT, GPTConfig
 from suites.training.recipe import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
 from tests.runs import run_bench_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 7 s on one thread, 10 s on two (a busy core)
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=2, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
