@@ -10,6 +10,9 @@ from suites.harness.bench_session import SMOKE
 from suites.ops import conv
 from suites.ops.passes import run_pass, worst_error
 from tests.runs import run_bench_in_process, run_reports_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # beside the other worker's torch: 11 s on two threads, 9 s on one
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 ALL_CASES = conv.cases("quick") + conv.cases("exhaustive")  # exhaustive holds every case of full

@@ -13,6 +13,9 @@ from suites.training.recipe import split_batch
 from suites.training.user_model import ModelError, UserModel, enable_checkpointing, load
 from tests import user_models
 from tests.runs import run_bench_in_process, run_reports_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # beside the other worker's torch: 15 s on two threads, 10 s on one
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
