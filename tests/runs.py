@@ -4,10 +4,13 @@ One place for what every run needs: the repository as working directory and on P
 folder still finds `suites` and `tests`), captured text, a timeout (a hung child fails its test instead of hanging
 the suite), and a result that reads its JSON results file and gives the tail of its output for a failed assert.
 
-A run that measures cases, is signalled or killed, or runs under torchrun gets a fresh interpreter (`run_*`): its
-torch state, threads, warnings and signal handlers are part of what it checks. A run that ends before the first case
-(a usage error, a `-k` selection, a command's one-line error) runs in this interpreter (`*_in_process`): the same
-exit code and output, without the seconds a fresh interpreter spends importing torch.
+A run gets a fresh interpreter (`run_*`) where a fresh one is what it checks: it is signalled or killed, runs under
+torchrun, sets an environment variable read at import, runs a guest repository that sees only what is installed,
+turns the first import's warnings into errors, reads what the run writes to the terminal's own file descriptor (the
+progress lines), or compares its answer with another process's. Any other run runs in this interpreter
+(`*_in_process`): one that ends before the first case (a usage error, a `-k` selection, a command's one-line error),
+and a measuring run that none of these concern (`run_bench_in_process`): the same exit code, output and results
+file, without the 1.5-3 s a fresh interpreter spends importing torch.
 """
 
 from __future__ import annotations
@@ -153,9 +156,27 @@ def call_in_process(main: Callable[[list[str]], int], *args: str, cwd: Path = RO
     return ProcessRun([f"{main.__module__}.{main.__name__}", *args], code, out.getvalue(), err.getvalue())
 
 
-def run_pytest_in_process(*args: str, cwd: Path = ROOT) -> ProcessRun:
-    """`python -m pytest -q ARGS` by pytest.main in this interpreter, for a run that stops before its first case."""
-    return call_in_process(pytest.main, *PYTEST_OPTIONS, *args, cwd=cwd)
+def run_pytest_in_process(*args: str, cwd: Path = ROOT, json_path: Path | None = None) -> ProcessRun:
+    """`python -m pytest -q ARGS` by pytest.main in this interpreter. Test files outside the repository (a user's,
+    written into a test's folder) are forgotten again: the next run's `test_mine.py` of another folder is its own."""
+    before = set(sys.modules)
+    try:
+        proc = call_in_process(pytest.main, *PYTEST_OPTIONS, *args, cwd=cwd)
+        proc.json_path = json_path
+        return proc
+    finally:
+        for name in set(sys.modules) - before if cwd != ROOT else ():
+            if _inside(getattr(sys.modules[name], "__file__", None), cwd):
+                del sys.modules[name]
+
+
+def _inside(file: str | None, folder: Path) -> bool:
+    return file is not None and Path(file).resolve().is_relative_to(folder.resolve())
+
+
+def run_bench_in_process(path: str, *args: str, json_path: Path | None = None, cwd: Path = ROOT) -> ProcessRun:
+    """run_bench's run by pytest.main in this interpreter."""
+    return run_pytest_in_process(*bench_args(path, *args, json_path=json_path), cwd=cwd, json_path=json_path)
 
 
 def run_reports_in_process(*args: str, cwd: Path = ROOT) -> ProcessRun:

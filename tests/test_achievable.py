@@ -20,7 +20,8 @@ from suites.core.measurement import Measurement
 from suites.core.runner import CaseResult
 from suites.core.stopping import StopRule
 from suites.harness.bench_session import BenchSession
-from tests.runs import run_bench
+from tests.runs import run_bench_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=0.2, warmup_s=0.0)
@@ -167,7 +168,7 @@ class Ticks:
         return self.now
 
 
-def test_the_search_says_its_total_and_each_dtype_and_keeps_to_the_total():
+def test_the_search_says_its_total_and_each_dtype_and_keeps_to_the_total(one_thread):  # noqa: F811
     lines: list[str] = []
     clock = Ticks(0.2)
     peaks = achievable.search(CPU, "quick", ["float32", "bfloat16", "float16"], lines.append, budget_s=3.0,
@@ -217,8 +218,9 @@ def test_cache_round_trip_and_identity(tmp_path):
     assert json.loads(path.read_text())["identity"]["torch_threads"] == torch.get_num_threads()
 
 
-def test_a_real_search_on_this_cpu(tmp_path):
-    # budgets that the small grid never reaches, so that a loaded machine still tries every shape of it
+def test_a_real_search_on_this_cpu(one_thread):  # noqa: F811
+    # budgets that the small grid never reaches, so that a loaded machine still tries every shape of it; on one
+    # thread, as the other tests' torch on the other core stalls two threads' barriers (2 s alone, 7-25 s beside it)
     small = achievable.SearchPlan((64, 128), 32, 32, 60.0, (2**20,), 30.0, RULE)
     found = achievable.search_gemm("float32", CPU, small)
     m, n, k = map(int, found.at.split("x"))
@@ -230,8 +232,8 @@ def test_a_real_search_on_this_cpu(tmp_path):
 @pytest.mark.slow
 def test_a_quick_run_has_pct_achievable_on_every_case_and_reuses_its_search(tmp_path):
     def run(out: Path) -> dict:
-        proc = run_bench("bench/test_matmul.py", "--bench-dtypes", "float32", "-k", "square",
-                         f"--achievable-cache={tmp_path}", json_path=out)
+        proc = run_bench_in_process("bench/test_matmul.py", "--bench-dtypes", "float32", "-k", "square",
+                                    f"--achievable-cache={tmp_path}", json_path=out)
         assert proc.returncode == 0, proc.tail()
         lines.append(proc.stdout)
         return proc.json

@@ -12,7 +12,7 @@ from suites.core.runner import execute
 from suites.harness.bench_session import SMOKE
 from suites.ops import attention
 from suites.ops.attention import AttentionShape, Point
-from tests.runs import run_bench, run_reports_in_process
+from tests.runs import run_bench_in_process, run_reports_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 CPU, META = torch.device("cpu"), torch.device("meta")
@@ -168,8 +168,8 @@ def test_plots_write_a_png_per_series(tmp_path):
 def test_quick_sweep_end_to_end_json_table_and_plot(tmp_path):
     """bench -> JSON -> table and plot, on the shortest flash and naive cases of the CPU memory sweep."""
     out = tmp_path / "attention.json"
-    bench = run_bench("bench/test_attention.py", "--bench-profile", "quick", "-k", "(naive or flash) and 4x8x128x",
-                      json_path=out)
+    bench = run_bench_in_process("bench/test_attention.py", "--bench-profile", "quick", "-k",
+                                 "(naive or flash) and 4x8x128x", json_path=out)
     assert bench.returncode == 0, bench.tail(2000)
     entries = bench.json["benchmarks"]
     assert len(entries) == 2

@@ -14,7 +14,7 @@ from suites.core.units import parse_bytes
 from suites.training import batch_size
 from suites.training.batch_size import Fit, largest_batch, try_batch
 from suites.training.model_spec import ModelSpec
-from tests.runs import ROOT, run_bench, run_pytest_in_process, run_reports_in_process
+from tests.runs import ROOT, run_bench, run_bench_in_process, run_pytest_in_process, run_reports_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -170,9 +170,11 @@ def test_bad_budget_is_a_one_line_usage_error():
 BUDGET = "8MiB"
 
 
-def _quick_gpt_run(json_path: Path, select: str) -> dict:
-    proc = run_bench("bench/test_batch_size.py", "-k", select, "--bench-profile", "quick", "--bench-mem-budget",
-                     BUDGET, json_path=json_path, env={"OMP_NUM_THREADS": "1"})
+def _quick_gpt_run(json_path: Path, select: str, fresh: bool) -> dict:
+    """The quick profile's run of `select`: in this interpreter (on the module's one thread), or in a fresh one."""
+    args = ("bench/test_batch_size.py", "-k", select, "--bench-profile", "quick", "--bench-mem-budget", BUDGET)
+    proc = run_bench(*args, json_path=json_path, env={"OMP_NUM_THREADS": "1"}) if fresh else \
+        run_bench_in_process(*args, json_path=json_path)
     assert proc.returncode == 0, proc.tail(2000)
     return proc.json
 
@@ -187,7 +189,7 @@ def test_quick_profile_for_the_tiny_gpt(tmp_path):
     """The sweep and searches of the tiny GPT within a budget, and the same answer when a search runs again in a
     fresh process. The runs use one intra-op thread (see tests/single_thread.py), which keeps this test steady on a
     shared machine; docs/batch_size.md gives the run's time."""
-    data = _quick_gpt_run(tmp_path / "first.json", "gpt-tiny")
+    data = _quick_gpt_run(tmp_path / "first.json", "gpt-tiny", fresh=False)
     sweep = [b for b in data["benchmarks"] if b["params"]["lever"] == "batch"]
     assert {b["params"]["precision"] for b in sweep} == {"fp32", "amp_bf16"}
     assert all(b["extra_info"]["step_peak_bytes"] <= b["extra_info"]["mem_budget_bytes"] == parse_bytes(BUDGET)
@@ -201,7 +203,7 @@ def test_quick_profile_for_the_tiny_gpt(tmp_path):
     for p in ("fp32", "amp_bf16"):
         assert largest[f"train_step/max_batch/gpt-tiny/{p}/checkpoint-block"] > \
                largest[f"train_step/max_batch/gpt-tiny/{p}/checkpoint-off"]
-    again = _quick_gpt_run(tmp_path / "second.json", "gpt-tiny and max_batch and fp32 and checkpoint-off")
+    again = _quick_gpt_run(tmp_path / "second.json", "gpt-tiny and max_batch and fp32 and checkpoint-off", fresh=True)
     case = "train_step/max_batch/gpt-tiny/fp32/checkpoint-off"
     assert _largest(again) == {case: largest[case]}
 

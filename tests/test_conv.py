@@ -9,7 +9,10 @@ from suites.core.runner import execute
 from suites.harness.bench_session import SMOKE
 from suites.ops import conv
 from suites.ops.passes import run_pass, worst_error
-from tests.runs import run_bench, run_reports_in_process
+from tests.runs import run_bench_in_process, run_reports_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # beside the other worker's torch: 11 s on two threads, 9 s on one
 
 CPU, META = torch.device("cpu"), torch.device("meta")
 ALL_CASES = conv.cases("quick") + conv.cases("exhaustive")  # exhaustive holds every case of full
@@ -143,8 +146,8 @@ def test_quick_run_end_to_end_json_and_table(tmp_path):
     """bench -> JSON -> table on the misaligned layer, both passes: float32 measured and checked against its
     float64 reference, tf32 recorded as unsupported on a CPU with the reason."""
     out = tmp_path / "conv.json"
-    bench = run_bench("bench/test_conv.py", "--bench-profile", "quick", "-k",
-                      "misaligned and contiguous and (float32 or tf32)", json_path=out)
+    bench = run_bench_in_process("bench/test_conv.py", "--bench-profile", "quick", "-k",
+                                 "misaligned and contiguous and (float32 or tf32)", json_path=out)
     assert bench.returncode == 0, bench.tail(2000)
     measured = bench.json["benchmarks"]
     assert sorted(b["params"]["pass"] for b in measured) == ["fwd", "fwd_bwd"]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from suites.harness.options import choose_profile
-from tests.runs import run_bench, run_pytest, run_pytest_in_process
+from tests.runs import run_bench_in_process, run_pytest_in_process
 
 
 def never() -> str:
@@ -47,8 +47,8 @@ def test_the_plain_command_collects_the_full_sweep_where_cuda_is_there(monkeypat
 
 
 def test_a_run_says_and_records_its_profile(tmp_path):
-    run = run_bench("bench/test_matmul.py", "-k", "square and 256x256x256 and float32",
-                    json_path=tmp_path / "run.json")
+    run = run_bench_in_process("bench/test_matmul.py", "-k", "square and 256x256x256 and float32",
+                               json_path=tmp_path / "run.json")
     assert run.returncode == 0, run.tail()
     assert "bench: profile quick (the default on cpu; --bench-profile full for the real sweep); 1 cases" in run.stdout
     # then what the run is expected to cost, and on what the estimate rests
@@ -60,7 +60,7 @@ def test_a_run_says_and_records_its_profile(tmp_path):
 
 def test_a_smoke_run_states_its_profile_but_no_estimate():
     """With benchmarks disabled each case runs once, untimed: no estimate of a sampled run is said."""
-    run = run_pytest("bench/test_matmul.py", "--benchmark-disable", "--bench-device", "cpu", "-k",
-                     "square and 256x256x256 and float32")
+    run = run_pytest_in_process("bench/test_matmul.py", "--benchmark-disable", "--bench-device", "cpu", "-k",
+                                "square and 256x256x256 and float32")
     assert run.returncode == 0, run.tail()
     assert "bench: profile quick" in run.stdout and "bench: about" not in run.stdout, run.stdout

@@ -21,7 +21,7 @@ from suites.training.numerics import (
     scaler_steps,
     underflow_figures,
 )
-from tests.runs import run_bench, run_reports_in_process
+from tests.runs import run_bench_in_process, run_reports_in_process
 from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -150,7 +150,7 @@ def test_quick_run_end_to_end_json_and_table(tmp_path):
     """bench -> JSON -> table for every numerics case of the quick profile on this CPU: each is recorded, with the
     checks it made, and the table shows the suite."""
     out = tmp_path / "numerics.json"
-    bench = run_bench("bench/test_numerics.py", "--bench-profile", "quick", json_path=out)
+    bench = run_bench_in_process("bench/test_numerics.py", "--bench-profile", "quick", json_path=out)
     assert bench.returncode == 0, bench.tail(2000)
     recorded = {b["extra_info"]["case"]: b["extra_info"] for b in bench.json["benchmarks"]}
     assert set(recorded) == {case.id for case in numerics.cases("quick")}

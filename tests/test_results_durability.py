@@ -56,7 +56,6 @@ from tests.runs import (
     bench_args,
     environment,
     run_command,
-    run_pytest,
     run_pytest_in_process,
     run_reports_in_process,
     start,
@@ -69,11 +68,7 @@ ROUNDS = ["-k", "square and float32", "--bench-rounds", "3"]
 
 
 def _run(*args: str) -> ProcessRun:
-    return run_pytest(*_quick(*args))
-
-
-def _run_in_process(*args: str) -> ProcessRun:
-    """A run that ends before its first case (refused, or nothing selected): in this interpreter (tests/runs.py)."""
+    """A run that is neither killed nor stopped: in this interpreter (tests/runs.py)."""
     return run_pytest_in_process(*_quick(*args))
 
 
@@ -188,7 +183,7 @@ def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(round
 def test_a_disk_full_at_the_start_is_a_usage_error_that_leaves_nothing_behind(small_disk):
     out = small_disk / "run.json"
     filler = _fill(small_disk)
-    proc = _run_in_process("-k", "square and float32", f"--benchmark-json={out}")
+    proc = _run("-k", "square and float32", f"--benchmark-json={out}")
     assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"{out}: cannot write there (No space left on device)" in proc.stderr
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
@@ -267,7 +262,7 @@ def test_a_journal_path_that_is_a_symlink_is_refused_and_nothing_is_written_thro
     assert journal.is_symlink() and os.readlink(journal) == str(target)
     assert (target.read_text() if target.exists() else None) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "run.json.journal"]
-    refused = _run_in_process("-k", "square and float32", f"--benchmark-json={tmp_path / 'run.json'}")
+    refused = _run("-k", "square and float32", f"--benchmark-json={tmp_path / 'run.json'}")
     assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
     assert f"{journal}: is a symbolic link (to {target})" in refused.stderr
     assert (target.read_text() if target.exists() else None) == before and journal.is_symlink()
@@ -337,7 +332,7 @@ def test_a_storage_whose_run_numbers_are_used_up_is_refused_before_the_first_cas
     folder.mkdir(parents=True)
     stored = {name: shutil.copy(RUN_A, folder / name) for name in ("9999_old.json", highest)}
     before = {name: Path(path).read_bytes() for name, path in stored.items()}
-    refused = _run_in_process("-k", "square and float32", f"--benchmark-storage={storage}", "--benchmark-autosave")
+    refused = _run("-k", "square and float32", f"--benchmark-storage={storage}", "--benchmark-autosave")
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.tail()
     number = int(highest.split("_")[0])
     assert f"--benchmark-storage {folder}: holds run {number}, and pytest-benchmark numbers runs with four " \
@@ -421,7 +416,7 @@ def test_a_run_writes_through_a_symlink_and_refuses_a_device(tmp_path):
     long = tmp_path / f"{'r' * 240}.json"  # its journal's name (253 bytes) fits: so must the temporary file's
     proc = _run("-k", "square and float32", f"--benchmark-json={long}")
     assert proc.returncode == 0 and json.loads(long.read_text())["benchmarks"], proc.stdout[-2000:]
-    refused = _run_in_process("-k", "square and float32", "--benchmark-json=/dev/null")
+    refused = _run("-k", "square and float32", "--benchmark-json=/dev/null")
     assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
     assert "--benchmark-json /dev/null: is a character device, not a regular file" in refused.stderr
     assert Path("/dev/null").is_char_device()
@@ -434,12 +429,12 @@ def test_a_run_writes_through_a_symlink_and_refuses_a_device(tmp_path):
 def test_a_run_that_measures_nothing_replaces_no_file(nothing, tmp_path):
     out = tmp_path / "run.json"
     out.write_text('{"earlier": "results"}')
-    proc = _run_in_process(*nothing, f"--benchmark-json={out}")
+    proc = _run(*nothing, f"--benchmark-json={out}")
     assert proc.returncode == (0 if nothing[0] == "--collect-only" else 5), proc.stdout[-2000:] + proc.stderr[-2000:]
     assert out.read_text() == '{"earlier": "results"}' and [p.name for p in tmp_path.iterdir()] == ["run.json"]
     if nothing[0] == "-k":  # none of the suite's cases selected: the suite stays out, pytest-benchmark writes none
         fresh = tmp_path / "new.json"
-        assert _run_in_process(*nothing, f"--benchmark-json={fresh}").returncode == 5 and not fresh.exists()
+        assert _run(*nothing, f"--benchmark-json={fresh}").returncode == 5 and not fresh.exists()
 
 
 # rounds

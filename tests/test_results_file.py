@@ -19,7 +19,6 @@ from tests.runs import (
     ProcessRun,
     bench_args,
     run_command,
-    run_pytest,
     run_pytest_in_process,
     run_python,
     run_reports_in_process,
@@ -88,8 +87,8 @@ def test_a_run_killed_outright_leaves_a_journal_the_reports_read_as_incomplete(t
                                   "--allow-different-devices")
     assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
 
-    # the journal's results are moved aside, kept; this run measures, so it has its own process
-    again = run_pytest(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
+    # the journal's results are moved aside, kept
+    again = run_pytest_in_process(*_quick("-k", "square and float32", f"--benchmark-json={out}"))
     assert again.returncode == 0 and f"note: {journal} held the cases of an earlier run" in again.stdout
     assert _journal_lines(next(tmp_path.glob("killed.unfinished-*.json.journal"))) == len(cases) + 1
 
@@ -190,6 +189,14 @@ def _guest_run(repo: Path, *args: str) -> ProcessRun:
     return run_python("-m", "pytest", "-p", "no:cacheprovider", *args, cwd=repo, env=env, inherit_env=False)
 
 
+def _guest_run_here(repo: Path, *args: str) -> ProcessRun:
+    """_guest_run's run in this interpreter (tests/runs.py), for guest tests that leave torch's threads alone."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [name for name in os.environ if name.startswith("PYTEST_")]:
+            patch.delenv(name)
+        return run_pytest_in_process(*args, cwd=repo)
+
+
 @pytest.mark.slow
 def test_compare_fail_fails_every_run_after_a_regression_until_it_is_gone(tmp_path):
     """`--benchmark-only` autosaves a device_bench run on its own; a run whose --benchmark-compare-fail failed must
@@ -202,7 +209,7 @@ def test_compare_fail_fails_every_run_after_a_regression_until_it_is_gone(tmp_pa
     for pause_s, args in (("0.001", ["--benchmark-only"]), ("0.005", compare), ("0.005", compare),
                           ("0.001", compare)):
         (repo / "pause_s").write_text(pause_s)
-        runs.append(_guest_run(repo, *args))  # a regression: exit 1, as pytest-benchmark's PerformanceRegression
+        runs.append(_guest_run_here(repo, *args))  # a regression: exit 1, as pytest-benchmark's PerformanceRegression
     assert [run.returncode for run in runs] == [0, 1, 1, 0], [run.tail(1500) for run in runs]
     saved = sorted(p.name.split("_")[0] for p in (repo / ".benchmarks").rglob("*.json"))
     assert saved == ["0001", "0002", f"{REGRESSED}0002", f"{REGRESSED}0002"]
@@ -224,7 +231,7 @@ def test_compare_fail_with_no_saved_run_says_so_in_one_line(tmp_path):
     repo.mkdir()
     (repo / "test_paused.py").write_text(PAUSED_BENCH)
     (repo / "pause_s").write_text("0.001")
-    run = _guest_run(repo, "--benchmark-only", "--benchmark-compare", "--benchmark-compare-fail=median:10%")
+    run = _guest_run_here(repo, "--benchmark-only", "--benchmark-compare", "--benchmark-compare-fail=median:10%")
     assert run.returncode == 4 and "Traceback" not in run.output, run.tail()
     assert "--benchmark-compare-fail median:10%: nothing was compared (--benchmark-compare found no saved run in " \
            in run.output, run.tail()
@@ -260,8 +267,8 @@ def test_a_plain_benchmark_keeps_its_raw_samples_where_pytest_benchmark_keeps_th
     repo.mkdir()
     (repo / "test_mixed.py").write_text(MIXED_BENCH)
     out = tmp_path / "run.json"
-    first = _guest_run(repo, "--benchmark-only", "--benchmark-autosave", f"--benchmark-json={out}")
-    second = _guest_run(repo, "--benchmark-only", "--benchmark-autosave", "--benchmark-save-data")
+    first = _guest_run_here(repo, "--benchmark-only", "--benchmark-autosave", f"--benchmark-json={out}")
+    second = _guest_run_here(repo, "--benchmark-only", "--benchmark-autosave", "--benchmark-save-data")
     assert first.returncode == second.returncode == 0, first.tail() + second.tail()
     stored = sorted((repo / ".benchmarks").rglob("*.json"))
     assert [_samples_kept(p) for p in stored] == [{"test_plain_sum": False, "test_device_sum": True},

@@ -27,7 +27,7 @@ from suites.harness.journal import Journal
 from suites.harness.results import dumps
 from tests.resultfiles import DATA, RUN_A, read
 from tests.runs import run_command
-from tests.test_results_file import _guest_run
+from tests.test_results_file import _guest_run_here
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "results.md"
@@ -351,7 +351,7 @@ def test_a_run_of_ordinary_parametrize_params_follows_the_schema(tmp_path):
     repo.mkdir()
     (repo / "test_params.py").write_text(PARAMETRIZED_BENCH)
     out = tmp_path / "run.json"
-    proc = _guest_run(repo, "--benchmark-only", "--bench-profile", "quick", f"--benchmark-json={out}")
+    proc = _guest_run_here(repo, "--benchmark-only", "--bench-profile", "quick", f"--benchmark-json={out}")
     assert proc.returncode == 0, proc.tail()
     document = strict(out.read_text())
     assert {json.dumps(e["params"], sort_keys=True) for e in document["benchmarks"]} == {

@@ -1,12 +1,16 @@
 """What consecutive cases share (suites/core/reuse.py): the same bits as drawing and computing afresh, and nothing
 held beside a case of another group."""
 
+import pytest
 import torch
 
 from suites.core import reuse
 from suites.core.profiles import SMOKE
 from suites.core.runner import execute
 from suites.ops import attention, conv, matmul
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # beside the other worker's torch: 22 s on two threads, 16 s on one
 
 CPU = torch.device("cpu")
 

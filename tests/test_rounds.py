@@ -16,7 +16,7 @@ from suites.harness.bench_rounds import MAX_ROUNDS, earlier_measurements, in_rou
 from suites.harness.bench_session import BenchSession, measure_once
 from suites.ops import matmul
 from suites.training import numerics
-from tests.runs import run_bench, run_pytest, run_pytest_in_process
+from tests.runs import run_bench_in_process, run_pytest_in_process
 
 
 @pytest.mark.parametrize("rounds", [2, 3, 5])
@@ -38,8 +38,8 @@ def test_a_round_is_shorter_than_the_profiles_measurement():
 
 @pytest.mark.slow
 def test_rounds_are_recorded_and_the_autosave_name_is_pytest_benchmarks_tag(tmp_path):
-    proc = run_bench("bench/test_matmul.py", "--bench-profile", "quick", "--bench-dtypes", "float32", "-k",
-                     "square and 256x256", "--bench-rounds", "2", f"--benchmark-storage=file://{tmp_path}")
+    proc = run_bench_in_process("bench/test_matmul.py", "--bench-profile", "quick", "--bench-dtypes", "float32", "-k",
+                                "square and 256x256", "--bench-rounds", "2", f"--benchmark-storage=file://{tmp_path}")
     assert proc.returncode == 0, proc.tail()
     assert "bench round 1/2: 1 cases" in proc.stdout
     (saved,) = tmp_path.rglob("*.json")
@@ -99,8 +99,8 @@ def test_device_bench_tests_are_measured_in_every_round(tmp_path):
     rule, pooled, each round's median listed, and each earlier round journaled (its test is not parametrized)."""
     (tmp_path / "test_mine.py").write_text("def test_noop(device_bench):\n    device_bench(lambda: None)\n")
     out = tmp_path / "run.json"
-    proc = run_pytest("test_mine.py", "--benchmark-only", "--bench-device", "cpu", "--bench-rounds", "3",
-                      f"--benchmark-json={out}", cwd=tmp_path, json_path=out)
+    proc = run_pytest_in_process("test_mine.py", "--benchmark-only", "--bench-device", "cpu", "--bench-rounds", "3",
+                                 f"--benchmark-json={out}", cwd=tmp_path, json_path=out)
     assert proc.returncode == 0, proc.tail()
     (bench,) = proc.json["benchmarks"]
     info = bench["extra_info"]

@@ -17,7 +17,7 @@ from suites.gpu_check import command
 from suites.gpu_check.command import StepRun, learn, plan
 from suites.gpu_check.step_times import KEEP_RUNS, StepTimes, file_for, plan_key
 from suites.gpu_check.steps import PROFILE, STEPS
-from tests.runs import call_in_process, run_python
+from tests.runs import call_in_process
 
 DATA = Path(__file__).resolve().parent / "data" / "gpu_check_cpu"
 STEP = {step.name: step for step in STEPS}
@@ -115,8 +115,8 @@ def test_a_step_stopped_at_its_limit_is_not_learned_and_an_unwritable_cache_only
 @pytest.mark.slow
 def test_a_real_cpu_run_keeps_its_times_under_its_results_identity_and_the_next_plan_uses_them(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "times"
-    proc = run_python("-m", "suites.gpu_check", "--device", "cpu", "--only", "preflight,matmul", "--out", str(out),
-                      "--times-cache", str(cache))
+    proc = call_in_process(command.main, "--device", "cpu", "--only", "preflight,matmul", "--out", str(out),
+                           "--times-cache", str(cache))
     assert proc.returncode in (0, 1), proc.tail()  # 1: a figure failed on this loaded box, not the check
     [kept] = cache.glob("*.json")
     document = json.loads(kept.read_text())

@@ -10,7 +10,7 @@ import pytest
 from reports.__main__ import main
 from tests import hostile
 from tests.resultfiles import DATA, RUN_A, RUN_B, read, write
-from tests.runs import run_pytest
+from tests.runs import run_pytest_in_process
 
 # every suite's real runs: the widest tables (train_step's 15 params, collectives, the batch sweep), two runs of one
 # device (a run column), another project's file
@@ -122,8 +122,8 @@ def test_two_tests_over_the_same_params_keep_their_names(tmp_path, capsys):
     run of two such tests, and every row of its table says which test it is."""
     (tmp_path / "test_color.py").write_text(TWO_TESTS_SAME_PARAMS)
     out = tmp_path / "color.json"
-    proc = run_pytest("test_color.py", f"--benchmark-json={out}", "--benchmark-max-time=0.001",
-                      "--benchmark-min-rounds=1", "--benchmark-warmup=off", cwd=tmp_path)
+    proc = run_pytest_in_process("test_color.py", f"--benchmark-json={out}", "--benchmark-max-time=0.001",
+                                 "--benchmark-min-rounds=1", "--benchmark-warmup=off", cwd=tmp_path)
     assert proc.returncode == 0, proc.tail()
     assert main(["table", str(out), "--wide"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("test_")]

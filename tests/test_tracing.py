@@ -13,7 +13,7 @@ from suites.core.runner import execute
 from suites.core.stopping import StopRule
 from suites.observers.tracing import ACTIVE, TraceExtension, trace_path
 from suites.ops import matmul
-from tests.runs import run_bench, run_python, run_reports_in_process
+from tests.runs import run_bench_in_process, run_python, run_reports_in_process
 
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
 
@@ -28,8 +28,8 @@ def test_trace_file_is_named_after_the_case_id():
 def traced_run(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("traced")
     out, traces = tmp / "run.json", tmp / "traces"
-    proc = run_bench("bench/test_matmul.py", "-k", "square/256x256x256", "--bench-dtypes", "float32,bfloat16",
-                     "--trace-dir", str(traces), json_path=out)
+    proc = run_bench_in_process("bench/test_matmul.py", "-k", "square/256x256x256", "--bench-dtypes",
+                                "float32,bfloat16", "--trace-dir", str(traces), json_path=out)
     assert proc.returncode == 0, proc.tail()
     return {"json": proc.json, "traces": traces}
 

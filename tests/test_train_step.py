@@ -10,7 +10,10 @@ from suites.training import memory_budget, param_bytes, recipe, train_step
 from suites.training.data import token_batch, token_batches
 from suites.training.models import GPT, GPTConfig
 from suites.training.recipe import MasterWeightsAdamW, make_optimizer, make_scaler, make_step, train
-from tests.runs import run_bench
+from tests.runs import run_bench_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 7 s on one thread, 10 s on two (a busy core)
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=2, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=1.0, warmup_s=0.0)
@@ -179,8 +182,8 @@ def test_a_cnn_case_with_dataloader_workers_runs():
 @pytest.mark.slow
 def test_bench_file_writes_the_fields_to_the_json(tmp_path):
     out = tmp_path / "ts.json"
-    proc = run_bench("bench/test_train_step.py", "--bench-profile", "quick", "-k", "baseline or tf32-eager",
-                     json_path=out, timeout=300)
+    proc = run_bench_in_process("bench/test_train_step.py", "--bench-profile", "quick", "-k", "baseline or tf32-eager",
+                                json_path=out)
     assert proc.returncode == 0, proc.tail(2000)
     data = proc.json
     measured = {b["params"]["lever"] + "/" + b["params"]["model"]: b for b in data["benchmarks"]}

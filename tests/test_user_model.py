@@ -12,7 +12,10 @@ from suites.training import advise, advise_rules
 from suites.training.recipe import split_batch
 from suites.training.user_model import ModelError, UserModel, enable_checkpointing, load
 from tests import user_models
-from tests.runs import run_bench, run_reports_in_process
+from tests.runs import run_bench_in_process, run_reports_in_process
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # beside the other worker's torch: 15 s on two threads, 10 s on one
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -187,7 +190,8 @@ def test_a_users_bench_file_runs_under_pytest_and_reports_read_it(tmp_path):
     (tmp_path / "bench_mine.py").write_text(BENCH)
     out = tmp_path / "run.json"
     # no -p: the plugin comes from the installed entry point
-    proc = run_bench("bench_mine.py", "-k", "baseline or fp32 or channels_last", json_path=out, cwd=tmp_path)
+    proc = run_bench_in_process("bench_mine.py", "-k", "baseline or fp32 or channels_last", json_path=out,
+                                cwd=tmp_path)
     assert proc.returncode == 0, proc.tail()
     data = proc.json
     assert {b["extra_info"]["case"] for b in data["benchmarks"]} == {
