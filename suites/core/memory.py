@@ -76,7 +76,7 @@ def release(device: torch.device) -> None:
     A case that imported modules (the profiler, autograd's engine, conv's and attention's kernels, Inductor: 795
     modules and 117 000 objects after the first quick conv case on CPU) made objects that live as long as the
     run; they are frozen too, after the collection, or every later collection walks them again (65 ms a case
-    there, 0.2 ms once frozen). That happens at the few releases after a first import (torch._dynamo and sympy
+    there, under 0.5 ms once frozen). That happens at the few releases after a first import (torch._dynamo and sympy
     with the first case, Inductor with the first compiled one): what else survived those releases (a compiled
     case's caches until the next `torch._dynamo.reset`) is out of the collector's sight until the run thaws it."""
     gc.collect()
