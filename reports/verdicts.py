@@ -26,7 +26,6 @@ verdict's note says so: a change of clock explains a change of time.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,10 +91,8 @@ def _contention(row: pd.Series) -> str:
     holds the host out of its window (trust.host_disturbed), also that the contention does not count."""
     if not trust.flag(row, "contended"):
         return ""
-    detail = row.get("contention")
-    share = detail.get("share") if isinstance(detail, dict) else None
-    known = isinstance(share, int | float) and not isinstance(share, bool) and math.isfinite(share)
-    text = f"contended (share {share:.0%})" if known else "contended"
+    share = trust.contention_share(row.get("contention"))
+    text = f"contended (share {share:.0%})" if share is not None else "contended"
     if trust.host_disturbed(row):
         return text
     return f"{text}, not counted: the {row.get('timer')} timer holds the host out"

@@ -493,3 +493,16 @@ def test_contention_on_the_slower_side_explains_the_change_and_it_is_not_judged(
                                       load([write(scaled(data, case, 2.0), tmp_path / "slow.json")])).verdicts
                    if v.case == case)
     assert verdict.verdict == "slower" and verdict.note == "baseline contended"
+
+
+@pytest.mark.parametrize("share", [1.5, -0.2, "40%"])
+def test_a_contention_share_that_is_no_share_is_not_printed_as_one(share, tmp_path):
+    """The note reads the share as the marks do (trust.contention_share): a value outside [0, 1] or not a number
+    is no share of samples, so the note says `contended` without one (it printed 1.5 as "150%")."""
+    data = read(RUN_A)
+    case = converged_case(data)
+    busy = scaled(data, case, 2.0)
+    _entry(busy, case)["extra_info"].update(contended=True, contention={"share": share})
+    candidate = write(busy, tmp_path / "busy.json")
+    verdict = next(v for v in compare(load([RUN_A]), load([candidate])).verdicts if v.case == case)
+    assert verdict.note.startswith("candidate contended: ") and "%" not in verdict.note

@@ -44,6 +44,7 @@ from suites.core.measurement import Measurement
 from suites.core.samplers import (
     EVENT_RESOLUTION_S,
     EnqueueWaitsOnDevice,
+    EventsCannotTime,
     HeldSampler,
     NothingOnTimedStream,
     PartlyOffTimedStream,
@@ -173,6 +174,20 @@ def _graphed(fn: Callable[[], object], reps: int, backend: Backend, notes: list[
     return replay
 
 
+# Why events could not time an op, and what it was timed on instead (`_on_events`), by what the sampler raised.
+WALL_INSTEAD = {
+    EnqueueWaitsOnDevice: "the op waits on the device while it is enqueued (a host sync inside, a copy from pageable "
+                          "memory, or one call launching more than CUDA's launch queue holds): {exc}; timed on the "
+                          "wall clock between synchronizations instead, so its time includes the host's",
+    NothingOnTimedStream: "the events on the current stream saw no work in the calls ({exc}): the op works on another "
+                          "stream or device, or on none; timed on the wall clock between synchronizations of every "
+                          "device this process uses instead",
+    PartlyOffTimedStream: "part of the calls' work ran off the current stream ({exc}): its events would time only the "
+                          "part on it; timed on the wall clock between synchronizations of every device this process "
+                          "uses instead",
+}
+
+
 def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph: bool, reps: int, warm: WarmUp,
                backend: Backend, rule: StopRule, ranks: Ranks | None, notes: list[str]) -> Sampling:
     """A CUDA op timed by events behind a hold; when the events cannot time it, on the wall clock with a note.
@@ -197,23 +212,12 @@ def _on_events(fn: Callable[[], object], flush: Callable[[], None] | None, graph
                            empty_window_s=empty)
         try:
             sampled, probe = _sample(held, rule, backend, before_sample)
-        except EnqueueWaitsOnDevice as exc:
+        except EventsCannotTime as exc:
             dropped += held.dropped
-            if reps > 1 and not baked:
+            if isinstance(exc, EnqueueWaitsOnDevice) and reps > 1 and not baked:
                 reps //= 2
                 continue
-            notes.append(f"the op waits on the device while it is enqueued (a host sync inside, a copy from "
-                         f"pageable memory, or one call launching more than CUDA's launch queue holds): {exc}; timed "
-                         "on the wall clock between synchronizations instead, so its time includes the host's")
-        except NothingOnTimedStream as exc:
-            dropped += held.dropped
-            notes.append(f"the events on the current stream saw no work in the calls ({exc}): the op works on "
-                         "another stream or device, or on none; timed on the wall clock between synchronizations "
-                         "of every device this process uses instead")
-        except PartlyOffTimedStream as exc:
-            notes.append(f"part of the calls' work ran off the current stream ({exc}): its events would time only "
-                         "the part on it; timed on the wall clock between synchronizations of every device this "
-                         "process uses instead")
+            notes.append(WALL_INSTEAD[type(exc)].format(exc=exc))
         else:
             if reps < planned:
                 notes.append(f"{planned} calls per sample outlasted every hold: more launches than CUDA's launch "
