@@ -23,7 +23,6 @@ itself, over the machine's runs before it): its verdicts are the cases that move
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,19 +57,17 @@ class LevelShift:
         return self.after / self.before
 
 
-def segment_levels(values: np.ndarray, cuts: list[int]) -> list[float]:
-    """Each segment's level: the median of its run levels (robust to one odd run inside a segment)."""
-    bounds = [*cuts, len(values)]
-    return [float(np.nanmedian(values[a:b])) for a, b in itertools.pairwise(bounds)]
-
-
 def fitted(values: np.ndarray, found: list[LevelShift]) -> np.ndarray:
-    """The piecewise-constant fit drawn under the data: each run's segment level."""
+    """The piecewise-constant level drawn under the data, the judgement's own (reports/judge.py): before the first
+    step its level before, after each step its level after, so that the jump drawn at a step is the change its
+    label names (a median of each segment's runs drew the moves the judgement did not name into it: a step
+    labelled +18.6 % was drawn at -79.7 % on a real series). A series without a step: the median of its runs."""
     values = np.asarray(values, dtype=float)
-    cuts = [0, *(s.at for s in found)]
-    out = np.empty(len(values))
-    for a, b, level in zip(cuts, [*cuts[1:], len(values)], segment_levels(values, cuts), strict=True):
-        out[a:b] = level
+    if not found:
+        return np.full(len(values), float(np.nanmedian(values)))
+    out = np.full(len(values), found[0].before)
+    for step in found:
+        out[step.at:] = step.after
     return out
 
 
