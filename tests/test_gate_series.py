@@ -67,7 +67,7 @@ def test_the_gate_history_and_the_page_name_the_same_steps(replayed):
     assert {t.case: t.steps for t in page.trends} == {case: t.steps for case, t in trends.items()}
     for trend in trends.values():  # the level the page draws jumps at each step by the change its label names
         drawn = timeline.fitted(trend.levels, trend.steps)
-        for before, step in zip([None, *trend.steps], trend.steps):
+        for before, step in zip([None, *trend.steps], trend.steps, strict=False):
             assert drawn[step.at] / drawn[step.at - 1] == pytest.approx(
                 step.ratio if before is None else step.after / before.after), (trend.case, step)
             assert (drawn[step.at] > drawn[step.at - 1]) == (step.ratio > 1), (trend.case, step)
