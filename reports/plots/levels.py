@@ -7,8 +7,9 @@ disturbed (reports/marks.py: drawn hollow, as in every picture of the project), 
 killed night's journal: an orange x) or one of the runs whose levels are the case's reference now, what the gate
 compares its newest run with (reports/judge.py: ringed green, their level a green line); and, per series, the
 levels the judgement named at its steps (timeline.fitted) with the band of the run-to-run noise around them
-(+-2 sigma: sigma is the noise the gate judged the case by, where it judged it, else the noise the judgement read off the series), each step as a
-red dashed line with its size and the commit where it started, and the last run in the colour of its verdict.
+(+-2 sigma: sigma is the noise the gate judged the case by, where it judged it, else the noise the judgement
+read off the series), each step as a red dashed line with its size and the commit where it started, and the
+last run in the colour of its verdict.
 
 The scale is robust: the axis holds the fitted levels, the band and every run within `REACH_SIGMAS` sigma (at
 least `MIN_REACH`) of its fitted level. A run beyond, a one-night spike, is drawn at the edge it lies beyond as a
