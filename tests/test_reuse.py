@@ -57,3 +57,16 @@ def test_a_case_of_another_group_never_runs_beside_a_kept_reference():
     assert reuse.SHELF.value is not None
     execute(matmul.cases("quick")[0], CPU, SMOKE)  # of no group
     assert reuse.SHELF.value is None and reuse.SHELF.group is None
+
+
+def test_a_run_gives_back_what_it_kept_when_it_ends(tmp_path):
+    """The plugin is a guest in a process that may go on (a user's own session): at the run's end the last inputs
+    drawn and the last group's float64 reference (device memory on a GPU) are dropped, not kept to the process's
+    end."""
+    from tests.runs import run_bench_in_process
+
+    proc = run_bench_in_process("bench/test_conv.py", "--bench-profile", "quick", "-k", "resnet50 and float32",
+                                json_path=tmp_path / "conv.json")
+    assert proc.returncode == 0, proc.tail(2000)
+    assert any(b["extra_info"].get("error_rel") is not None for b in proc.json["benchmarks"])  # it drew and checked
+    assert reuse._DRAWS.tensors == [] and reuse.SHELF.value is None

@@ -339,8 +339,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config):
 def pytest_unconfigure(config: pytest.Config) -> None:
     if (shared := active_session(config)) is None:
         return
-    from suites.core import memory
+    from suites.core import memory, reuse
 
+    reuse.forget_draws()  # the last inputs drawn and the last group's float64 reference (on the device) go back
+    reuse.SHELF.clear()  # with the run: the plugin is a guest in a process that may go on
     memory.thaw()
     if shared.world is not None:
         from suites.harness import distributed
