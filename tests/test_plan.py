@@ -78,3 +78,9 @@ def test_bad_input_is_one_line(capsys):
     except SystemExit as exc:
         assert exc.code == 2
     assert "--device 'tpu'" in capsys.readouterr().err
+
+
+def test_the_plan_knows_every_bench_file():
+    """A suite added under bench/ and not to the plan's table would be missing from every plan and estimate."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    assert {file for _, file, _ in SUITES} == {f"bench/{p.name}" for p in bench.glob("test_*.py")}
