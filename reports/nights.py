@@ -38,7 +38,7 @@ class NightMatrix:
     cases: list[str]
     files: list[str]  # one per night, oldest first
     levels: np.ndarray  # seconds, NaN where the night has no figure of the case
-    usable: np.ndarray  # bool: the figure can be judged (not host-disturbed, not throttled)
+    usable: np.ndarray  # bool: the figure can be judged (not throttled)
     groups: list[str | None]
 
     def judged_levels(self) -> np.ndarray:
@@ -53,9 +53,7 @@ def night_order(frame: pd.DataFrame) -> list[str]:
 
 def figures_usable(frame: pd.DataFrame) -> pd.Series:
     """Whether each row's figure can be judged (module docstring): not throttled."""
-    if "throttled" not in frame:
-        return pd.Series(True, index=frame.index)
-    return ~frame["throttled"].map(lambda v: isinstance(v, bool) and v).astype(bool)
+    return ~trust.flagged(frame, "throttled")
 
 
 def levels(frame: pd.DataFrame) -> pd.Series:
@@ -160,7 +158,7 @@ def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.Data
     elif out.status == judge.SHIFTED:
         verdict.note = "the whole run moved this night (below): its cases are judged as a whole, not one by one"
     elif out.status == judge.MISSING:
-        verdict.note = "this night's figure cannot be judged (host contention or throttling)"
+        verdict.note = "this night's figure cannot be judged (the GPU throttled while it was measured)"
         verdict.looks = "slower" if beyond else ""
     elif out.status == judge.NEW:
         verdict.note = "no earlier figure of it could be judged"

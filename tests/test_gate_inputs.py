@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from reports import judge, timeline
+from reports import judge, nights, timeline
 from reports.__main__ import main
 from reports.comparison import compare
 from reports.format.load import load
@@ -116,3 +117,10 @@ def test_a_converged_flag_its_own_spread_contradicts_is_not_believed_by_the_gate
     result = compare(load([write(data, tmp_path / "a.json")]), load([write(slow, tmp_path / "b.json")]))
     verdict = next(v for v in result.verdicts if v.case == case)
     assert verdict.verdict == "unsure" and "converged flag contradicted by its spread" in verdict.not_judged
+
+
+def test_a_throttled_figure_is_not_judged_however_its_flag_is_typed():
+    """The nights read `throttled` as the marks do (trust.flagged): numpy's booleans, which a frame built by pandas
+    holds, are the same flag; text is no flag."""
+    frame = pd.DataFrame({"throttled": [True, np.True_, False, np.False_, "yes", None]})
+    assert list(nights.figures_usable(frame)) == [False, False, True, True, True, True]

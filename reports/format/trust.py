@@ -62,7 +62,7 @@ def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(values, errors="coerce").astype(float)
 
 
-def _flagged(frame: pd.DataFrame, column: str, value: bool = True) -> pd.Series:
+def flagged(frame: pd.DataFrame, column: str, value: bool = True) -> pd.Series:
     """Per row, `flag` of the column: the field holds exactly this boolean."""
     if column not in frame:
         return pd.Series(False, index=frame.index)
@@ -81,8 +81,8 @@ def contradictions(frame: pd.DataFrame) -> pd.DataFrame:
     """Per row, one boolean per entry of CONTRADICTIONS: whether its flags and its own figures disagree."""
     shares = frame["contention"].map(contention_share) if "contention" in frame else pd.Series(None, index=frame.index)
     return pd.DataFrame({
-        "converged_spread": _flagged(frame, "converged") & (_numbers(frame, "rel_iqr") > MAX_CONVERGED_REL_IQR),
-        "contended_share": _flagged(frame, "contended") & (pd.to_numeric(shares, errors="coerce") == 0),
+        "converged_spread": flagged(frame, "converged") & (_numbers(frame, "rel_iqr") > MAX_CONVERGED_REL_IQR),
+        "contended_share": flagged(frame, "contended") & (pd.to_numeric(shares, errors="coerce") == 0),
     }, index=frame.index)
 
 
