@@ -28,6 +28,7 @@ from scipy import stats
 
 from reports import acceptances, judge, noise
 from reports.format import trust
+from reports.text import signed_percent
 from reports.verdicts import RunShift, Verdict, finish
 
 
@@ -112,16 +113,6 @@ def night_label(frame: pd.DataFrame, file: str) -> str:
     return f"{when} {commit} ({str(file).rsplit('/', 1)[-1]})"
 
 
-def _percent(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f} %"
-
-
-def _last_noise(found: judge.Judgement, row: int) -> float:
-    """The noise a case was last judged by (log units): a night set aside (the whole run moved) has none of its own."""
-    seen = found.tracks.sigma_at[row][np.isfinite(found.tracks.sigma_at[row])]
-    return float(seen[-1]) if len(seen) else found.floor
-
-
 def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.DataFrame, cand: pd.Series,
                   base: list[pd.Series], threshold_pct: float) -> Verdict:
     """One case's verdict on the newest night of a history, from the judgement's outcome (module docstring)."""
@@ -134,7 +125,7 @@ def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.Data
     verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure", ratio=ratio, ci_low=out.ci_low,
                       ci_high=out.ci_high, p_value=p_value(math.log(ratio), out.sigma), baseline_s=reference,
                       candidate_s=level, threshold_pct=threshold_pct, status=out.status, source="history",
-                      noise_pct=float(np.expm1(_last_noise(found, row)) * 100),
+                      noise_pct=float(np.expm1(found.last_noise(row)) * 100),
                       basis=f"{int(np.isfinite(nights_of.levels[row]).sum())} nights of this machine")
     def label(at: int) -> str:
         return night_label(frame, nights_of.files[at])
@@ -143,18 +134,18 @@ def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.Data
     if out.status == judge.SLOWER:
         verdict.verdict = "slower"
         since = f" from {label(out.step.at)}, held {last - out.step.at + 1} nights" if out.step else ""
-        verdict.note = (f"a change that held: {_percent(out.ratio)} against its reference{since}; open until it is "
-                        "fixed or accepted (python -m reports accept)")
+        verdict.note = (f"a change that held: {signed_percent(out.ratio)} against its reference{since}; open until "
+                        "it is fixed or accepted (python -m reports accept)")
     elif out.status == judge.UNDONE:
         verdict.not_judged = (f"a regression{' from ' + label(out.step.at) if out.step else ''} is open, and this "
                               "night is back within the threshold of its reference: re-run to see it hold")
     elif out.status == judge.MOVED:
-        verdict.not_judged = (f"moved {_percent(out.ratio)} on this night alone ({out.z:.0f} x its noise, beyond what "
-                              f"this machine's cases show once in {judge.NIGHTS_PER_ALARM} nights): re-run; a "
-                              f"regression if it holds {judge.PERSIST} nights")
+        verdict.not_judged = (f"moved {signed_percent(out.ratio)} on this night alone ({out.z:.0f} x its noise, "
+                              f"beyond what this machine's cases show once in {judge.NIGHTS_PER_ALARM} nights): "
+                              f"re-run; a regression if it holds {judge.PERSIST} nights")
     elif out.status == judge.FASTER:
         verdict.verdict = "faster"
-        verdict.note = f"a change that held: {_percent(out.step.ratio)} from {label(out.step.at)}"
+        verdict.note = f"a change that held: {signed_percent(out.step.ratio)} from {label(out.step.at)}"
     elif out.status == judge.SHIFTED:
         verdict.note = "the whole run moved this night (below): its cases are judged as a whole, not one by one"
     elif out.status == judge.MISSING:
@@ -166,9 +157,10 @@ def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.Data
     else:
         verdict.verdict = "same" if 1 / (1 + threshold_pct / 100) <= out.ratio <= 1 + threshold_pct / 100 else "unsure"
         if out.status == judge.SEEN:
-            verdict.note = f"moved {_percent(out.ratio)}, as far as on {out.blips} earlier nights it came back from"
+            verdict.note = (f"moved {signed_percent(out.ratio)}, as far as on {out.blips} earlier nights it came "
+                            "back from")
         elif out.status == judge.MOVED_FASTER:
-            verdict.note = f"moved {_percent(out.ratio)} on this night alone"
+            verdict.note = f"moved {signed_percent(out.ratio)} on this night alone"
         elif out.status == judge.BEHIND:
             verdict.note = ("slower than the whole run (which moved more), no slower than its own reference: not a "
                             "regression of this case")
@@ -193,8 +185,9 @@ def history_verdicts(base: pd.DataFrame, cand: pd.DataFrame, threshold_pct: floa
                                             group_thresholds.get(cand.loc[case, "group"], threshold_pct)))
     out = judge.outcome(found.shift, 0, found.nights - 1, float(np.median(found.threshold)))
     moved = sum(v.ratio > 1 + v.threshold_pct / 100 for v in found_verdicts)
-    note = (f"the whole run moved {_percent(out.ratio)} this night ({moved} of {len(found_verdicts)} cases beyond "
-            "their threshold): the machine, not one case; re-run" if out.status == judge.MOVED else
-            f"the whole run is {_percent(out.ratio)} against its reference, a shift that held: the machine (a driver, "
-            "a clock) or a change every case shares; accept it if it is meant" if out.status == judge.SLOWER else "")
+    note = (f"the whole run moved {signed_percent(out.ratio)} this night ({moved} of {len(found_verdicts)} cases "
+            "beyond their threshold): the machine, not one case; re-run" if out.status == judge.MOVED else
+            f"the whole run is {signed_percent(out.ratio)} against its reference, a shift that held: the machine "
+            "(a driver, a clock) or a change every case shares; accept it if it is meant"
+            if out.status == judge.SLOWER else "")
     return found_verdicts, RunShift(out.status, out.ratio, int(np.isfinite(found_nights.levels[:, -1]).sum()), note)

@@ -226,17 +226,14 @@ def series(rows: pd.DataFrame, min_effect_pct: float = 5.0, accepted: list[accep
     out = []
     for machine, part in rows.groupby("machine_id", sort=True):
         found, judgement = machine_judgement(part, min_effect_pct, accepted or [])
-        last = judgement.nights - 1
         for case, one in part.groupby("case", sort=True):
             runs = one.sort_values(["datetime", "file"], kind="stable")[columns].reset_index(drop=True)
             row = judgement.cases.index(case) if case in judgement.cases else None
-            sigma = judgement.tracks.sigma_at[row, :last + 1] if row is not None else np.array([])
-            known = sigma[np.isfinite(sigma)]
             used = set() if row is None else {found.files[n] for n in
                                               np.flatnonzero(judgement.tracks.reference_nights(row))}
             out.append(Trend(case, one["group"].iloc[0], one["series"].iloc[0], machine, runs,
                              case_steps(runs, found, judgement, case),
-                             float(known[-1]) if len(known) else noise.DEFAULT_NOISE_FLOOR_PCT / 100,
+                             judgement.last_noise(row) if row is not None else judgement.floor,
                              runs["file"].isin(used).to_numpy()))
     return sorted(out, key=lambda t: (not t.steps, str(t.group), t.case, t.device))
 
