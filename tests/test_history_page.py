@@ -24,7 +24,7 @@ from reports.format.load import load
 from reports.history_html import NEWS_ORDER, anchor, build
 from reports.nights import levels as run_levels
 from reports.noise import level
-from reports.plots import levels
+from reports.plots import levels, style
 from reports.text import file_stem
 from tests.histories import KILLED_JOURNAL, QUICK, STOPPED, Nights, night, real_runs, steady_case
 from tests.resultfiles import DATA, ROUNDS_A, ROUNDS_B, only, read, write
@@ -126,7 +126,7 @@ def test_the_newest_run_is_judged_as_the_gate_judges_it(page, nights):
     ringed = trend.runs["file"][panel.reference].map(lambda f: Path(f).name)
     assert ringed.tolist() and all(name < nights["files"][STEP_NIGHT].name for name in ringed)  # before the step
     assert panel.verdict == "not judged"
-    _, scale = levels.time_unit(float(np.median(trend.levels)))
+    _, scale = style.time_unit(float(np.median(trend.levels)))
     assert panel.reference_level * scale == pytest.approx(float(np.median(trend.levels[panel.reference])))
     moved_table = summary(page["html"]).split("Moved in the newest run")[1].split("<h3>Steps")[0]
     assert f"#{anchor('AMD EPYC (2 threads)', STEP)}" in moved_table and "candidate host contention" in moved_table

@@ -21,11 +21,10 @@ from matplotlib.figure import Figure
 
 from reports import marks
 from reports.format.outputs import save_figure
-from reports.plots.style import file_name, hatch_bar, hatched_entry, log_axis, text, title
+from reports.plots.style import file_name, hatch_bar, hatched_entry, log_axis, text, time_unit, title
 from reports.text import natural_key, times_are
 
 LABEL_CHARS = 60  # a case's label on the axis, its end kept (the table holds the whole id)
-UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
 
 
 def measured(frame: pd.DataFrame) -> pd.DataFrame:
@@ -34,12 +33,6 @@ def measured(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.iloc[:0]
     ours = frame["suite"].notna() if "suite" in frame else pd.Series(False, index=frame.index)
     return frame[frame["median_s"].notna() & ~ours]
-
-
-def unit(typical: float) -> tuple[str, float]:
-    """(unit, scale) that shows a typical median (the median of the medians) with one to three digits before the
-    point: the ticks of a log axis spanning decades around it read 0.01 to 1000."""
-    return next(((name, scale) for name, scale in UNITS if typical >= scale), UNITS[-1])
 
 
 def labels(rows: pd.DataFrame) -> list[str]:
@@ -52,7 +45,7 @@ def labels(rows: pd.DataFrame) -> list[str]:
 def draw(rows: pd.DataFrame, group: str, device: str) -> Figure:
     """One group's chart on one device."""
     rows = rows.iloc[sorted(range(len(rows)), key=lambda i: natural_key(rows["case"].iloc[i]))]
-    name, scale = unit(float(rows["median_s"].median()))
+    name, scale = time_unit(float(rows["median_s"].median()))
     median = rows["median_s"].to_numpy(float) / scale
     errors = None
     if {"q1_s", "q3_s"} <= set(rows.columns) and rows[["q1_s", "q3_s"]].notna().all().all():

@@ -48,7 +48,7 @@ from PIL import Image
 from reports import marks
 from reports.format.outputs import save_figure, write_with
 from reports.judge import PERSIST
-from reports.plots.style import TITLE_WIDTH, text
+from reports.plots.style import TITLE_WIDTH, text, time_unit
 from reports.text import format_time
 from reports.timeline import Trend, fitted, short_commit
 from reports.verdicts import Verdict
@@ -105,15 +105,6 @@ def run_axis(runs: pd.DataFrame) -> np.ndarray:
     if when.isna().any():
         return np.arange(len(runs), dtype=float)
     return when.dt.tz_localize(None).to_numpy()
-
-
-def time_unit(seconds: float) -> tuple[str, float]:
-    """The unit a time axis reads best in (its typical value between 1 and 1000), and its scale: the units of
-    reports/text.py's `format_time`, which gives text, not a scale."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= scale:
-            return unit, scale
-    return "ns", 1e-9
 
 
 def robust_limits(y: np.ndarray, level: np.ndarray, sigma: float, keep: np.ndarray,

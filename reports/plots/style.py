@@ -36,6 +36,15 @@ def flops_unit(largest: float) -> tuple[str, float]:
     return ("TFLOP/s", 1e12) if largest >= 1e12 else ("GFLOP/s", 1e9)
 
 
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))  # reports/text.py's `format_time` gives text
+
+
+def time_unit(typical: float) -> tuple[str, float]:
+    """(unit, scale) that shows a typical time with one to three digits before the point: the ticks of a log axis
+    spanning decades around it read 0.01 to 1000."""
+    return next(((name, scale) for name, scale in TIME_UNITS if typical >= scale), TIME_UNITS[-1])
+
+
 MAX_NAME_CHARS = 150  # file systems allow 255 bytes per name; a 300-character CPU model must not stop a plot
 
 
