@@ -75,7 +75,9 @@ def estimate_run(items: Sequence[pytest.Item], shared: BenchSession, root: Path,
     rule = rules(shared.profile).round if shared.rounds > 1 else rules(shared.profile).stop
     per_case = dict(zip((c.id for c in cases), planning.case_seconds(cases, rule, target, measured, host),
                         strict=True))
-    earlier = [per_case[case.id] for case in bench_rounds.bench_cases(items)] * (shared.rounds - 1)
+    in_rounds = bench_rounds.bench_cases(items)
+    earlier = [per_case[in_rounds[position].id] for index in range(1, shared.rounds)  # in the order they run
+               for position in bench_rounds.round_order(len(in_rounds), index, shared.rounds)]
     passes = [per_case[case.id] if (case := bench_rounds.case_of(item)) is not None else None for item in items]
     search = (planning.search_line(target, planning.cached_search(device, shared.achievable_cache)).seconds
               if searches else 0.0)
