@@ -383,12 +383,6 @@ class Judgement:
     def index(self, case: str) -> int:
         return self.cases.index(case)
 
-    def last_noise(self, row: int) -> float:
-        """The noise a case was last judged by (log units), what the gate reports and the history page draws; the
-        floor where no night of it was judged (a night set aside, the whole run moved, has none of its own)."""
-        seen = self.tracks.sigma_at[row][np.isfinite(self.tracks.sigma_at[row])]
-        return float(seen[-1]) if len(seen) else self.floor
-
 
 def judge(levels: np.ndarray, cases: list[str], threshold: np.ndarray | float, floor: float,
           acceptances: list[Acceptance] = ()) -> Judgement:

@@ -113,6 +113,13 @@ def night_label(frame: pd.DataFrame, file: str) -> str:
     return f"{when} {commit} ({str(file).rsplit('/', 1)[-1]})"
 
 
+def last_noise(found: judge.Judgement, row: int) -> float:
+    """The noise a case was last judged by (log units), what the gate reports and the history page draws; the
+    judgement's floor where no night of it was judged (a night set aside, the whole run moved, has none of its own)."""
+    seen = found.tracks.sigma_at[row][np.isfinite(found.tracks.sigma_at[row])]
+    return float(seen[-1]) if len(seen) else found.floor
+
+
 def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.DataFrame, cand: pd.Series,
                   base: list[pd.Series], threshold_pct: float) -> Verdict:
     """One case's verdict on the newest night of a history, from the judgement's outcome (module docstring)."""
@@ -125,7 +132,7 @@ def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.Data
     verdict = Verdict(case=cand["case"], group=cand.get("group"), verdict="unsure", ratio=ratio, ci_low=out.ci_low,
                       ci_high=out.ci_high, p_value=p_value(math.log(ratio), out.sigma), baseline_s=reference,
                       candidate_s=level, threshold_pct=threshold_pct, status=out.status, source="history",
-                      noise_pct=float(np.expm1(found.last_noise(row)) * 100),
+                      noise_pct=float(np.expm1(last_noise(found, row)) * 100),
                       basis=f"{int(np.isfinite(nights_of.levels[row]).sum())} nights of this machine")
     def label(at: int) -> str:
         return night_label(frame, nights_of.files[at])

@@ -233,7 +233,7 @@ def series(rows: pd.DataFrame, min_effect_pct: float = 5.0, accepted: list[accep
                                               np.flatnonzero(judgement.tracks.reference_nights(row))}
             out.append(Trend(case, one["group"].iloc[0], one["series"].iloc[0], machine, runs,
                              case_steps(runs, found, judgement, case),
-                             judgement.last_noise(row) if row is not None else judgement.floor,
+                             nights.last_noise(judgement, row) if row is not None else judgement.floor,
                              runs["file"].isin(used).to_numpy()))
     return sorted(out, key=lambda t: (not t.steps, str(t.group), t.case, t.device))
 
