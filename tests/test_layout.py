@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,16 @@ ALLOWED = {
 }
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once for all the rules that read it (pytest's own package among them)."""
+    return ast.parse(path.read_text())
+
+
 def imports_of(path: Path) -> set[str]:
     """Every module name the file imports, at any depth (lazy imports inside functions count too)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -157,7 +164,7 @@ def test_no_module_is_over_500_lines(top):
 
 
 def _stop_rules_written(path: Path) -> int:
-    calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)]
+    calls = [n for n in ast.walk(parsed(path)) if isinstance(n, ast.Call)]
     return sum(isinstance(c.func, ast.Name) and c.func.id == "StopRule" for c in calls)
 
 
@@ -172,7 +179,7 @@ def test_every_stop_rule_is_written_in_the_profile_module():
 def starts_processes(path: Path) -> bool:
     """Whether the file calls subprocess (`subprocess.run(...)`, or a name imported from it); naming its types in
     annotations does not count."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     imported = any(isinstance(n, ast.ImportFrom) and n.module == "subprocess" for n in ast.walk(tree))
     return imported or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
                            isinstance(n.func.value, ast.Name) and n.func.value.id == "subprocess"
@@ -221,7 +228,7 @@ def test_no_two_classes_share_a_name():
     found: dict[str, list[str]] = {}
     for top in ("suites", "reports", "tools", "tests"):
         for path in (ROOT / top).rglob("*.py"):
-            for node in ast.parse(path.read_text()).body:
+            for node in parsed(path).body:
                 if isinstance(node, ast.ClassDef):
                     found.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in found.items() if len(paths) > 1} == {}
@@ -250,7 +257,7 @@ def private_names(package: Path) -> set[str]:
     """The underscore names a package's source defines or reads on its objects."""
     names: set[str] = set()
     for path in package.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 names.add(node.name)
             elif isinstance(node, ast.Attribute):
@@ -258,6 +265,7 @@ def private_names(package: Path) -> set[str]:
     return {n for n in names if n.startswith("_") and not n.startswith("__") and n != "_"}
 
 
+@cache
 def pytest_benchmark_private_names() -> set[str]:
     """pytest-benchmark's private names (`_make_stats`, `_mode`, ...), found in its installed source, less those
     pytest's own source uses too (a terminal reporter's `_tw` is pytest's)."""
@@ -311,9 +319,9 @@ def test_only_the_entry_builder_writes_extra_info_or_touches_pytest_benchmark_pr
     assert {"_make_stats", "_mode", "_benchmarksession", "_min_rounds", "_max_time", "_save_cprofile"} <= private
     paths = [ROOT / "conftest.py", *(p for top in ("suites", "bench") for p in (ROOT / top).rglob("*.py"))]
     found = {str(p.relative_to(ROOT)): hits for p in paths if p != ENTRY_BUILDER
-             and (hits := entry_writes(ast.parse(p.read_text()), private))}
+             and (hits := entry_writes(parsed(p), private))}
     assert found == {}, f"write extra_info or use pytest-benchmark's private names outside {ENTRY_BUILDER}"
-    assert entry_writes(ast.parse(ENTRY_BUILDER.read_text()), private)  # the rule sees what the builder does
+    assert entry_writes(parsed(ENTRY_BUILDER), private)  # the rule sees what the builder does
 
 
 @pytest.mark.parametrize("code", [
