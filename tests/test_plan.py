@@ -5,9 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from suites.__main__ import main
 from suites.core import estimate, planning
+from suites.core.cases import Unsupported
 from suites.core.profiles import rules
 from suites.plan import SUITES, collect
 
@@ -60,6 +62,28 @@ def test_the_plan_of_a_selection_counts_each_input_shape_and_reference_once():
     target = planning.vendor_gpu("H200 SXM")
     first, second = planning.case_seconds([attention[0], attention[1]], rules("full").stop, target, {}, host)
     assert attention[0].reuse_group == attention[1].reuse_group and second < first
+
+
+def test_a_step_its_device_type_refuses_is_planned_as_refused_not_as_a_compile():
+    """The quick profile on a CPU compiles only the all-on GPT case and pins no memory: the other compiled and
+    pinned steps are refused as they start (the build raises before it builds), so the CPU's plan counts them at
+    the refusal's cost, where a GPU's plan gives each compiled case its compile."""
+    steps = collect("quick")["train_step"]
+    refused = [c for c in steps if c.refused_on("cpu")]
+    assert {c.id.split("/", 2)[2] for c in refused} == {
+        "precision/fp32-compiled", "precision/tf32-compiled", "precision/amp_fp16-compiled",
+        "precision/amp_bf16-compiled", "data/workers2-pinned", "all_on/channels_last-compiled-fused-workers2-pinned"}
+    for case in refused:
+        with pytest.raises(Unsupported) as exc:
+            case.build(torch.device("cpu"))
+        assert case.refused_on("cpu") in str(exc.value) or "tf32" in case.id, case.id
+    host = estimate.HostCosts(1e-8, 0.02)
+    cpu = planning.case_seconds(refused, rules("quick").stop, estimate.Target("cpu", "cpu", {"float32": 1e11}, 5e10,
+                                                                             1e10, 8 * 2**30), {}, host)
+    assert all(s == pytest.approx(estimate.UNSUPPORTED_S + host.pytest_s_per_case) for s in cpu), cpu
+    compiled = [c for c in steps if c.params["compile"] == "on" and not c.refused_on("cuda")]
+    gpu = planning.case_seconds(compiled, rules("quick").stop, planning.vendor_gpu("H200 SXM"), {}, host)
+    assert len(compiled) == 6 and all(s > estimate.COMPILE_S for s in gpu)
 
 
 def test_a_case_timed_in_the_last_run_is_measured(tmp_path, capsys):

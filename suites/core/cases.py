@@ -62,6 +62,9 @@ class Case:
     # and dtype, a conv layer's two memory formats): it is computed once for them (suites/core/reuse.py).
     reuse_group: Hashable | None = field(default=None, compare=False)
     batch_memory: BatchMemory | None = field(default=None, compare=False)  # what the plan reasons a batch from
+    # Why every device of a type (`cpu`, `cuda`) refuses the case before it builds, from its settings alone (a
+    # compiled step on a CPU in the quick profile, pinned memory without CUDA): the plan counts it as refused.
+    refused_on: Callable[[str], str | None] | None = field(default=None, compare=False, repr=False)
 
 
 def require_cuda_timing(device: torch.device) -> None:

@@ -150,6 +150,8 @@ def reasoned(case: Case, rule: StopRule, target: Target, host: HostCosts, drawn:
         return CHECK_S
     if target.kind == "cpu" and (case.cold or case.graph or case.params.get("dtype") in ("tf32", "float8_e4m3fn")):
         return UNSUPPORTED_S
+    if case.refused_on is not None and case.refused_on(target.kind):
+        return UNSUPPORTED_S
     if case.kind == "step":
         return step_case_seconds(case, rule, target)
     call_s = call_seconds(case, target)

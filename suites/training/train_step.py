@@ -4,6 +4,7 @@ each lever of the mixed-precision recipe switched one at a time, plus the recomm
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -101,9 +102,15 @@ CNN_VARIANTS: list[tuple[str, str, Levers]] = [
 
 def support(levers: Levers, lever: str, profile: StepSizes, device: torch.device) -> str | None:
     """Why this device cannot run the settings, or None."""
-    cuda = device.type == "cuda"
     if levers.precision == "tf32" and (reason := tf32_unsupported(device)):
         return reason
+    return refusal(levers, lever, profile, device.type)
+
+
+def refusal(levers: Levers, lever: str, profile: StepSizes, kind: str) -> str | None:
+    """Why every device of a type (`cpu`, `cuda`) refuses the settings, or None: known before there is a device,
+    so the plan (suites/core/estimate.py) counts such a case as the refusal it is, not as a compile of a minute."""
+    cuda = kind == "cuda"
     if levers.pin_memory and not cuda:
         return "pin_memory speeds host-to-GPU copies; without a CUDA device there is no copy to speed up"
     if levers.compile and not cuda and not profile.cpu_compile_all and lever != "all_on":
@@ -352,6 +359,7 @@ def gpt_case(profile: StepSizes, lever: str, label: str, levers: Levers) -> Case
 
     return Case(suite=SUITE, id=f"{SUITE}/{params['model']}/{lever}/{label}", params=params,
                 build=_supported_build(_build_gpt, profile, lever, levers),
+                refused_on=functools.partial(refusal, levers, lever, profile),
                 flops=gpt_formula_flops(profile, levers), peak_dtype=PEAK_DTYPE[levers.precision],
                 tf32=levers.precision == "tf32", kind="step")
 
@@ -364,6 +372,7 @@ def cnn_case(profile: StepSizes, lever: str, label: str, levers: Levers) -> Case
 
     return Case(suite=SUITE, id=f"{SUITE}/{params['model']}/{lever}/{label}", params=params,
                 build=_supported_build(_build_cnn, profile, lever, levers),
+                refused_on=functools.partial(refusal, levers, lever, profile),
                 peak_dtype=PEAK_DTYPE[levers.precision], tf32=levers.precision == "tf32", kind="step")
 
 

@@ -39,6 +39,7 @@ from suites.training.train_step import (
     Trainee,
     cycle,
     optimizer_for,
+    refusal,
     support,
     workload,
 )
@@ -277,6 +278,7 @@ class UserModel:
                   "memory_format": levers.memory_format}
         return Case(suite=SUITE, id=f"{SUITE}/{self.name}/{lever}/{label}", params=params,
                     build=functools.partial(self._build, profile, lever, levers),
+                    refused_on=functools.partial(refusal, levers, lever, profile),
                     peak_dtype=PEAK_DTYPE[levers.precision], tf32=levers.precision == "tf32", kind="step")
 
     def _build(self, profile: StepSizes, lever: str, levers: Levers, device: torch.device) -> Workload:
