@@ -179,6 +179,34 @@ def run_bench_in_process(path: str, *args: str, json_path: Path | None = None, c
     return run_pytest_in_process(*bench_args(path, *args, json_path=json_path), cwd=cwd, json_path=json_path)
 
 
+def guest_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of pytest in a user's repository: this process's without its PYTEST_ variables (no addopts,
+    no forced plugins), this checkout first on PYTHONPATH (the installed entry point names the plugin's module; an
+    editable install elsewhere must not answer for it), and extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env | (extra or {})
+
+
+def run_guest(repo: Path, *args: str, env: dict[str, str] | None = None) -> ProcessRun:
+    """pytest in a user's repository (a small one a test writes into its folder) in a fresh interpreter, with the
+    skip reasons (-rs): what a user of another repository gets, none of this repository's conftest.py loaded."""
+    return run_python("-m", "pytest", "-p", "no:cacheprovider", "-rs", *args, cwd=repo, env=guest_environment(env),
+                      inherit_env=False)
+
+
+def run_guest_in_process(repo: Path, *args: str, env: dict[str, str] | None = None) -> ProcessRun:
+    """run_guest's run in this interpreter (pytest.main in the repository, whose conftest.py is the only one it
+    loads), with env set for its length: for a guest whose check needs none of a fresh interpreter's (see the
+    module docstring; torch's threads are this process's, and it has imported torch)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [name for name in os.environ if name.startswith("PYTEST_")]:
+            patch.delenv(name)
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        return run_pytest_in_process("-rs", *args, cwd=repo)
+
+
 def run_reports_in_process(*args: str, cwd: Path = ROOT) -> ProcessRun:
     """`python -m reports ARGS` by its main() in this interpreter (tests/test_trace.py runs the command itself)."""
     return call_in_process(reports_main, *args, cwd=cwd)

@@ -42,6 +42,8 @@ import signal
 import subprocess
 import sys
 import time
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,7 @@ from tests.runs import (
 from tests.test_results_file import _journal_lines, _quick
 
 ROUNDS = ["-k", "square and float32", "--bench-rounds", "3"]
+ONE_CASE = ["-k", "square and 256x256x256 and float32"]  # a run that only has to finish, or to be refused
 
 
 def _run(*args: str) -> ProcessRun:
@@ -152,7 +155,7 @@ def test_a_disk_that_fills_mid_run_stops_it_with_the_journal_whole_and_the_messa
     cases = _assert_stopped_cleanly(proc, log, journal, "No space left on device")
 
     filler.unlink()  # space again: the stopped run's journal is stale now, and blocks nothing
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    again = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert again.returncode == 0, again.stdout[-3000:]
     aside = [p for p in small_disk.iterdir() if p.name.startswith("run.unfinished-")]
     assert len(aside) == 1 and f"moved to {aside[0]}" in again.stdout
@@ -183,12 +186,12 @@ def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(round
 def test_a_disk_full_at_the_start_is_a_usage_error_that_leaves_nothing_behind(small_disk):
     out = small_disk / "run.json"
     filler = _fill(small_disk)
-    proc = _run("-k", "square and float32", f"--benchmark-json={out}")
+    proc = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"{out}: cannot write there (No space left on device)" in proc.stderr
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
     filler.unlink()
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    again = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert again.returncode == 0 and "journal" not in again.stdout, again.stdout[-2000:] + again.stderr[-2000:]
 
 
@@ -262,7 +265,7 @@ def test_a_journal_path_that_is_a_symlink_is_refused_and_nothing_is_written_thro
     assert journal.is_symlink() and os.readlink(journal) == str(target)
     assert (target.read_text() if target.exists() else None) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "run.json.journal"]
-    refused = _run("-k", "square and float32", f"--benchmark-json={tmp_path / 'run.json'}")
+    refused = _run(*ONE_CASE, f"--benchmark-json={tmp_path / 'run.json'}")
     assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
     assert f"{journal}: is a symbolic link (to {target})" in refused.stderr
     assert (target.read_text() if target.exists() else None) == before and journal.is_symlink()
@@ -280,20 +283,33 @@ def test_a_journal_line_refused_by_a_full_disk_is_cut_back_to_the_whole_lines(sm
 
 
 @pytest.mark.slow
-def test_a_killed_runs_journal_reads_as_the_same_device_and_blocks_no_later_run(tmp_path):
-    """SIGKILL a real run: its journal's header is the machine the finished file describes (the suite's fields
-    included), so `reports table` names the same device; the next run to the same file moves it aside."""
+def test_a_killed_runs_journal_is_read_as_incomplete_of_the_same_device_and_blocks_no_later_run(tmp_path):
+    """SIGKILL a real run once two cases are journaled: SIGKILL cannot be caught, so what survives is the journal,
+    one fsync'ed line per finished case, which the reports read as incomplete. Its header is the machine the
+    finished file describes (the suite's fields included), so `reports table` names the same device; the next run
+    to the same file moves it aside, kept whole."""
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen("-k", "float32", f"--benchmark-json={out}")
-    _wait_for_lines(proc, journal, 2)
+    proc = _popen("--bench-dtypes", "float32,float16", f"--benchmark-json={out}")
+    _wait_for_lines(proc, journal, 3)  # header + two cases
     proc.kill()
     proc.communicate(timeout=60)
     header = json.loads(journal.read_text().splitlines()[0])
+    cases = [json.loads(line)["benchmarks"]["extra_info"]["case"] for line in journal.read_text().splitlines()[1:]
+             if '"benchmarks"' in line]
+    assert len(cases) >= 2
 
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    table = run_reports_in_process("table", str(journal))
+    assert table.returncode == 0, table.stderr
+    assert "matmul on" in table.stdout and "256x256x256" in table.stdout
+    gate = run_reports_in_process("compare", str(RUN_A), str(journal), "--fail-on-regression",
+                                  "--allow-different-devices")
+    assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
+
+    again = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     aside = next(tmp_path.glob("run.unfinished-*.json.journal"))
     assert f"note: {journal} held the cases of an earlier run" in again.stdout and f"moved to {aside}" in again.stdout
+    assert _journal_lines(aside) == len(cases) + 1  # the journal's results are moved aside, kept
     finished = json.loads(out.read_text())["machine_info"]
     assert {k: header["machine_info"][k] for k in ("identity", "cpu_info", "torch", "bench_device")} == \
         {k: finished[k] for k in ("identity", "cpu_info", "torch", "bench_device")}
@@ -302,18 +318,16 @@ def test_a_killed_runs_journal_reads_as_the_same_device_and_blocks_no_later_run(
 
 @pytest.mark.slow
 def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_own(tmp_path):
-    """A run SIGKILL'd in the storage, a second started while it ran, a third after: three numbers, three runs."""
+    """A run SIGKILL'd in the storage, a second made while it ran, a third after: three numbers, three runs."""
     storage = tmp_path / "storage"
-    save = ["-k", "square and float32", f"--benchmark-storage={storage}"]
+    save = [*ONE_CASE, f"--benchmark-storage={storage}"]
     killed = _popen("--bench-dtypes", "float32,bfloat16", f"--benchmark-storage={storage}", "--benchmark-save=nightly")
     _wait_for_lines(killed, _storage_file(storage, "0001_nightly.json.journal"), 2)
-    overlapping = _popen(*save, "--benchmark-save=other")
-    _wait_for_lines(overlapping, _storage_file(storage, "0002_other.json.journal"), 1)
-    assert killed.poll() is None, "the first run ended before the second claimed its number"
+    overlapping = _run(*save, "--benchmark-save=other")  # its whole run, while the first measures its 69 others
+    assert overlapping.returncode == 0, overlapping.tail(2000)
+    assert killed.poll() is None, "the first run ended before the second made its run"
     killed.kill()
     killed.communicate(timeout=60)
-    log = overlapping.communicate(timeout=300)[0]
-    assert overlapping.returncode == 0, log[-2000:]
     again = _run(*save, "--benchmark-save=nightly")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     folder = storage / get_machine_id()
@@ -332,7 +346,7 @@ def test_a_storage_whose_run_numbers_are_used_up_is_refused_before_the_first_cas
     folder.mkdir(parents=True)
     stored = {name: shutil.copy(RUN_A, folder / name) for name in ("9999_old.json", highest)}
     before = {name: Path(path).read_bytes() for name, path in stored.items()}
-    refused = _run("-k", "square and float32", f"--benchmark-storage={storage}", "--benchmark-autosave")
+    refused = _run(*ONE_CASE, f"--benchmark-storage={storage}", "--benchmark-autosave")
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.tail()
     number = int(highest.split("_")[0])
     assert f"--benchmark-storage {folder}: holds run {number}, and pytest-benchmark numbers runs with four " \
@@ -346,21 +360,26 @@ def _storage_file(storage: Path, name: str) -> Path:
     return storage / get_machine_id() / name
 
 
-def _claim_many(folder: str, name: str, start_at: float, count: int) -> list[str]:
-    time.sleep(max(0.0, start_at - time.time()))
-    claimed = []
+def _claim_many(folder: str, name: str, ready: Barrier, count: int, claimed: Queue) -> None:
+    ready.wait(timeout=120)  # every process started: they claim at once
+    numbers = []
     for _ in range(count):
         target, journal = results.claim_number(Path(folder), name, {}, [])
         journal.close(remove=False)
-        claimed.append(target.name[:4])
-    return claimed
+        numbers.append(target.name[:4])
+    claimed.put(numbers)
 
 
 def test_processes_claiming_run_numbers_at_once_get_one_each(tmp_path):
-    start_at = time.time() + 5.0  # every worker started and waiting by then
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        pending = [pool.apply_async(_claim_many, (str(tmp_path), f"run{i}", start_at, 25)) for i in range(4)]
-        numbers = [n for p in pending for n in p.get(timeout=120)]
+    spawn = multiprocessing.get_context("spawn")
+    ready, claimed = spawn.Barrier(4), spawn.Queue()
+    workers = [spawn.Process(target=_claim_many, args=(str(tmp_path), f"run{i}", ready, 25, claimed))
+               for i in range(4)]
+    for worker in workers:
+        worker.start()
+    numbers = [n for _ in workers for n in claimed.get(timeout=180)]
+    for worker in workers:
+        worker.join(timeout=60)
     assert len(numbers) == 100 and len(set(numbers)) == 100
 
 
@@ -410,13 +429,13 @@ def test_a_run_writes_through_a_symlink_and_refuses_a_device(tmp_path):
     real.write_text("old")
     link = tmp_path / "latest.json"
     link.symlink_to(real)
-    proc = _run("-k", "square and float32", f"--benchmark-json={link}")
+    proc = _run(*ONE_CASE, f"--benchmark-json={link}")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert link.is_symlink() and json.loads(real.read_text())["benchmarks"]
     long = tmp_path / f"{'r' * 240}.json"  # its journal's name (253 bytes) fits: so must the temporary file's
-    proc = _run("-k", "square and float32", f"--benchmark-json={long}")
+    proc = _run(*ONE_CASE, f"--benchmark-json={long}")
     assert proc.returncode == 0 and json.loads(long.read_text())["benchmarks"], proc.stdout[-2000:]
-    refused = _run("-k", "square and float32", "--benchmark-json=/dev/null")
+    refused = _run(*ONE_CASE, "--benchmark-json=/dev/null")
     assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
     assert "--benchmark-json /dev/null: is a character device, not a regular file" in refused.stderr
     assert Path("/dev/null").is_char_device()
