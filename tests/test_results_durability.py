@@ -64,7 +64,12 @@ from tests.runs import (
     start_pytest,
     start_python,
 )
-from tests.test_results_file import _journal_lines, _quick
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+from tests.test_results_file import _journal_lines, _quick, _start_quick
+
+# in-process runs on the one thread of the runs the tests start (_start_quick): a killed run's journal and the file
+# of the run after it are of the same device
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROUNDS = ["-k", "square and float32", "--bench-rounds", "3"]
 ONE_CASE = ["-k", "square and 256x256x256 and float32"]  # a run that only has to finish, or to be refused
@@ -73,10 +78,6 @@ ONE_CASE = ["-k", "square and 256x256x256 and float32"]  # a run that only has t
 def _run(*args: str) -> ProcessRun:
     """A run that is neither killed nor stopped: in this interpreter (tests/runs.py)."""
     return run_pytest_in_process(*_quick(*args))
-
-
-def _popen(*args: str, **kwargs) -> subprocess.Popen:
-    return start_pytest(*_quick(*args), **kwargs)
 
 
 def _wait_for_lines(proc: subprocess.Popen, journal: Path, lines: int) -> None:
@@ -148,7 +149,7 @@ def _assert_stopped_cleanly(proc: subprocess.Popen, log: str, journal: Path, why
 @pytest.mark.slow
 def test_a_disk_that_fills_mid_run_stops_it_with_the_journal_whole_and_the_message_true(small_disk):
     out, journal = small_disk / "run.json", small_disk / "run.json.journal"
-    proc = _popen("-k", "float32", f"--benchmark-json={out}")
+    proc = _start_quick("-k", "float32", f"--benchmark-json={out}")
     _wait_for_lines(proc, journal, 2)  # header + one case
     filler = _fill(small_disk)
     log = proc.communicate(timeout=300)[0]
@@ -174,7 +175,7 @@ def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(round
     next line crosses it however many samples each case took (a fixed 8 KiB from the start was sometimes outgrown
     by the header and the first case under load, and the run stopped before journaling any)."""
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_ignore_sigxfsz)
+    proc = _start_quick("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_ignore_sigxfsz)
     _wait_for_lines(proc, journal, 2)  # header + one case
     limit = journal.stat().st_size + 64
     resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
@@ -289,7 +290,7 @@ def test_a_killed_runs_journal_is_read_as_incomplete_of_the_same_device_and_bloc
     finished file describes (the suite's fields included), so `reports table` names the same device; the next run
     to the same file moves it aside, kept whole."""
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen("--bench-dtypes", "float32,float16", f"--benchmark-json={out}")
+    proc = _start_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}")
     _wait_for_lines(proc, journal, 3)  # header + two cases
     proc.kill()
     proc.communicate(timeout=60)
@@ -321,7 +322,8 @@ def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_o
     """A run SIGKILL'd in the storage, a second made while it ran, a third after: three numbers, three runs."""
     storage = tmp_path / "storage"
     save = [*ONE_CASE, f"--benchmark-storage={storage}"]
-    killed = _popen("--bench-dtypes", "float32,bfloat16", f"--benchmark-storage={storage}", "--benchmark-save=nightly")
+    killed = _start_quick("--bench-dtypes", "float32,bfloat16", f"--benchmark-storage={storage}",
+                          "--benchmark-save=nightly")
     _wait_for_lines(killed, _storage_file(storage, "0001_nightly.json.journal"), 2)
     overlapping = _run(*save, "--benchmark-save=other")  # its whole run, while the first measures its 69 others
     assert overlapping.returncode == 0, overlapping.tail(2000)
@@ -392,8 +394,9 @@ def test_an_output_folder_deleted_during_the_run_loses_no_case_and_the_message_s
     out, started = tmp_path / "out" / "run.json", tmp_path / "started"
     out.parent.mkdir()
     started.mkdir()
-    proc = start_pytest(*bench_args(str(ROOT / "bench" / "test_matmul.py"), "--bench-profile", "quick", "-k",
-                                    "square and float32", json_path=out), cwd=started)
+    proc = start_pytest(*bench_args(str(ROOT / "bench" / "test_matmul.py"), "--bench-profile", "quick",
+                                    "--bench-achievable-peaks", "off", "-k", "square and float32", json_path=out),
+                        cwd=started, env={"OMP_NUM_THREADS": "1"})  # as _start_quick's
     _wait_for_lines(proc, Path(f"{out}.journal"), 2)
     shutil.rmtree(out.parent)
     log = proc.communicate(timeout=300)[0]
@@ -461,7 +464,7 @@ def test_a_run_that_measures_nothing_replaces_no_file(nothing, tmp_path):
 @pytest.mark.slow
 def test_sigterm_during_the_earlier_rounds_keeps_every_case_they_measured(tmp_path):
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen(*ROUNDS, f"--benchmark-json={out}")
+    proc = _start_quick(*ROUNDS, f"--benchmark-json={out}")
     _wait_for_lines(proc, journal, 3)  # two cases through round 1 (pytest's pass is round 3)
     proc.send_signal(signal.SIGTERM)
     log = proc.communicate(timeout=120)[0]
@@ -482,7 +485,7 @@ def test_sigterm_during_the_earlier_rounds_keeps_every_case_they_measured(tmp_pa
 @pytest.mark.slow
 def test_sigkill_during_the_earlier_rounds_leaves_them_in_the_journal(tmp_path):
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen(*ROUNDS, f"--benchmark-json={out}")
+    proc = _start_quick(*ROUNDS, f"--benchmark-json={out}")
     _wait_for_lines(proc, journal, 5)  # round 1 of all three cases, and one of round 2
     proc.kill()
     proc.communicate(timeout=60)
@@ -514,14 +517,15 @@ def test_the_nightly_workflow_keeps_a_killed_runs_journal_as_its_history_entry(t
     (venv / "bin" / "activate").write_text(f'. "{sys.prefix}/bin/activate"\nPATH="{shim.parent}:$PATH"\n')
     suite = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--rootdir={ROOT}",
              str(ROOT / "bench" / "test_matmul.py"), "--benchmark-only", "--device", "cpu", "--bench-profile", "quick",
-             "-k", "float32", "--benchmark-json", "results/nightly.json"]
+             "--bench-achievable-peaks", "off", "-k", "float32", "--benchmark-json", "results/nightly.json"]
     shim.write_text(f'#!/bin/sh\necho $$ > "$SHIM_PID"\nexec {" ".join(suite)}\n')
     shim.chmod(0o755)
     work = tmp_path / "workspace"
     (work / "results").mkdir(parents=True)
     env = {**environment(), "BENCH_VENV": str(venv), "BENCH_HISTORY": str(tmp_path / "history"),
            "GITHUB_SHA": "0123456789abcdef",
-           "GITHUB_OUTPUT": str(tmp_path / "outputs"), "SHIM_PID": str(tmp_path / "pid")}
+           "GITHUB_OUTPUT": str(tmp_path / "outputs"), "SHIM_PID": str(tmp_path / "pid"),
+           "OMP_NUM_THREADS": "1"}  # as _start_quick's
     (tmp_path / "history" / "runs").mkdir(parents=True)
     _, bench = _workflow_step("Run the full suite")
     step = start(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", bench], cwd=work, env=env)

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -27,8 +28,15 @@ from tests.runs import (
 
 
 def _quick(*args: str) -> list[str]:
-    """A quick benchmark run of the matmul suite on this CPU."""
-    return bench_args("bench/test_matmul.py", "--bench-profile", "quick", *args)
+    """A quick benchmark run of the matmul suite on this CPU, without the achievable peaks: what these runs check is
+    their results, not a search's (tests/test_achievable.py), which a machine without a cached one would run first."""
+    return bench_args("bench/test_matmul.py", "--bench-profile", "quick", "--bench-achievable-peaks", "off", *args)
+
+
+def _start_quick(*args: str, **kwargs) -> subprocess.Popen:
+    """_quick's run in a fresh interpreter, to be signalled or killed, on one intra-op thread: its cases come at
+    once beside other work on the host's cores (tests/single_thread.py), as the tests waiting for them want."""
+    return start_pytest(*_quick(*args), env={"OMP_NUM_THREADS": "1"}, **kwargs)
 
 
 def _journal_lines(path: Path) -> int:
@@ -44,7 +52,7 @@ def test_a_run_killed_part_way_keeps_its_finished_cases_marked_incomplete(signum
     """Kill a real quick run once two cases are journaled; the file holds them, says so, and fails the gate."""
     out = tmp_path / "cut.json"
     journal = tmp_path / "cut.json.journal"
-    proc = start_pytest(*_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}"))
+    proc = _start_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}")
     deadline = time.monotonic() + 300
     while _journal_lines(journal) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # header + two cases on disk
