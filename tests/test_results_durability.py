@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import errno
 import json
-import multiprocessing
 import os
 import re
 import resource
@@ -42,14 +41,12 @@ import signal
 import subprocess
 import sys
 import time
-from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 from pytest_benchmark.utils import get_machine_id
 
-from suites.harness import results, targets
+from suites.harness import targets
 from suites.harness.journal import Journal, JournalBusy, JournalRefused
 from tests.resultfiles import RUN_A
 from tests.runs import (
@@ -362,26 +359,28 @@ def _storage_file(storage: Path, name: str) -> Path:
     return storage / get_machine_id() / name
 
 
-def _claim_many(folder: str, name: str, ready: Barrier, count: int, claimed: Queue) -> None:
-    ready.wait(timeout=120)  # every process started: they claim at once
-    numbers = []
-    for _ in range(count):
-        target, journal = results.claim_number(Path(folder), name, {}, [])
-        journal.close(remove=False)
-        numbers.append(target.name[:4])
-    claimed.put(numbers)
+CLAIMER = """
+import sys, time
+from pathlib import Path
+from suites.harness import results
+folder, name, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+for _ in range(25):
+    target, journal = results.claim_number(folder, name, {}, [])
+    journal.close(remove=False)
+    print(target.name[:4], flush=True)
+"""
 
 
 def test_processes_claiming_run_numbers_at_once_get_one_each(tmp_path):
-    spawn = multiprocessing.get_context("spawn")
-    ready, claimed = spawn.Barrier(4), spawn.Queue()
-    workers = [spawn.Process(target=_claim_many, args=(str(tmp_path), f"run{i}", ready, 25, claimed))
-               for i in range(4)]
-    for worker in workers:
-        worker.start()
-    numbers = [n for _ in workers for n in claimed.get(timeout=180)]
-    for worker in workers:
-        worker.join(timeout=60)
+    folder, go = tmp_path / "storage", tmp_path / "go"
+    folder.mkdir()
+    claimers = [start_python("-c", CLAIMER, str(folder), f"run{i}", str(go), output="stdout") for i in range(4)]
+    assert [claimer.stdout.readline() for claimer in claimers] == ["ready\n"] * 4  # every process started, waiting
+    go.touch()  # they claim at once
+    numbers = [n for claimer in claimers for n in claimer.communicate(timeout=120)[0].split()]
     assert len(numbers) == 100 and len(set(numbers)) == 100
 
 
