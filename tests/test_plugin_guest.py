@@ -4,8 +4,10 @@ alone (no torch import, no autosave or save-data changes, no journal, no incompl
 messages kept), handles `-p no:benchmark` and pytest-xdist, and its `device_bench` fixture times a user's
 callable into pytest-benchmark's JSON.
 
-Each test writes a small repository under tmp_path and runs pytest there in a subprocess, so this repository's
-conftest.py (with its legacy option spellings) is not loaded: what runs is what a user of another repository gets.
+Each test writes a small repository under tmp_path and runs pytest there, so this repository's conftest.py (with its
+legacy option spellings) is not loaded: what runs is what a user of another repository gets. It runs in a fresh
+interpreter where that is what the test checks (the entry point, no torch imported, the first import's warnings,
+xdist's workers), in this one otherwise (tests/runs.py's run_guest_in_process).
 """
 
 from __future__ import annotations

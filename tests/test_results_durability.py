@@ -322,7 +322,8 @@ def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_o
     killed = _start_quick("--bench-dtypes", "float32,bfloat16", f"--benchmark-storage={storage}",
                           "--benchmark-save=nightly")
     _wait_for_lines(killed, _storage_file(storage, "0001_nightly.json.journal"), 2)
-    overlapping = _run(*save, "--benchmark-save=other")  # its whole run, while the first measures its 69 others
+    killed.send_signal(signal.SIGSTOP)  # held mid-run, as a descheduled process is, while the second makes its run
+    overlapping = _run(*save, "--benchmark-save=other")
     assert overlapping.returncode == 0, overlapping.tail(2000)
     assert killed.poll() is None, "the first run ended before the second made its run"
     killed.kill()
