@@ -9,8 +9,9 @@ torchrun, sets an environment variable read at import, runs a guest repository t
 turns the first import's warnings into errors, reads what the run writes to the terminal's own file descriptor (the
 progress lines), or compares its answer with another process's. Any other run runs in this interpreter
 (`*_in_process`): one that ends before the first case (a usage error, a `-k` selection, a command's one-line error),
-and a measuring run that none of these concern (`run_bench_in_process`): the same exit code, output and results
-file, without the 1.5-3 s a fresh interpreter spends importing torch.
+and a measuring run that none of these concern (`run_bench_in_process`, `run_guest_in_process` for a user's
+repository): the same exit code, output and results file, without the 1.5-3 s a fresh interpreter spends importing
+torch.
 """
 
 from __future__ import annotations
@@ -177,6 +178,34 @@ def _inside(file: str | None, folder: Path) -> bool:
 def run_bench_in_process(path: str, *args: str, json_path: Path | None = None, cwd: Path = ROOT) -> ProcessRun:
     """run_bench's run by pytest.main in this interpreter."""
     return run_pytest_in_process(*bench_args(path, *args, json_path=json_path), cwd=cwd, json_path=json_path)
+
+
+def guest_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of pytest in a user's repository: this process's without its PYTEST_ variables (no addopts,
+    no forced plugins), this checkout first on PYTHONPATH (the installed entry point names the plugin's module; an
+    editable install elsewhere must not answer for it), and extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env | (extra or {})
+
+
+def run_guest(repo: Path, *args: str, env: dict[str, str] | None = None) -> ProcessRun:
+    """pytest in a user's repository (a small one a test writes into its folder) in a fresh interpreter, with the
+    skip reasons (-rs): what a user of another repository gets, none of this repository's conftest.py loaded."""
+    return run_python("-m", "pytest", "-p", "no:cacheprovider", "-rs", *args, cwd=repo, env=guest_environment(env),
+                      inherit_env=False)
+
+
+def run_guest_in_process(repo: Path, *args: str, env: dict[str, str] | None = None) -> ProcessRun:
+    """run_guest's run in this interpreter (pytest.main in the repository, whose conftest.py is the only one it
+    loads), with env set for its length: for a guest whose check needs none of a fresh interpreter's (see the
+    module docstring; torch's threads are this process's, and it has imported torch)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [name for name in os.environ if name.startswith("PYTEST_")]:
+            patch.delenv(name)
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        return run_pytest_in_process("-rs", *args, cwd=repo)
 
 
 def run_reports_in_process(*args: str, cwd: Path = ROOT) -> ProcessRun:

@@ -116,6 +116,9 @@ def test_the_second_measurement_runs_exactly_the_doubted_cases(tmp_path, monkeyp
     third as trusted: the second pytest run measures those two and nothing else, and their rows replace the
     first ones, saying why."""
     monkeypatch.chdir(DATA.parents[1])  # the model is named from the repository, as a user names theirs
+    # the sweep's runs step on one intra-op thread (tests/single_thread.py): a two-layer MLP's steps, seconds of
+    # unconverged samples on two threads beside other work on the host's cores, converge in 0.1 s on one
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     sweep = advise_sweep.Sweep(tmp_path, "tests.user_models:dict_model", "tests.user_models:dict_batch", None, "mlp",
                                "cpu", "quick")
     sweep.write()

@@ -4,14 +4,15 @@ alone (no torch import, no autosave or save-data changes, no journal, no incompl
 messages kept), handles `-p no:benchmark` and pytest-xdist, and its `device_bench` fixture times a user's
 callable into pytest-benchmark's JSON.
 
-Each test writes a small repository under tmp_path and runs pytest there in a subprocess, so this repository's
-conftest.py (with its legacy option spellings) is not loaded: what runs is what a user of another repository gets.
+Each test writes a small repository under tmp_path and runs pytest there, so this repository's conftest.py (with its
+legacy option spellings) is not loaded: what runs is what a user of another repository gets. It runs in a fresh
+interpreter where that is what the test checks (the entry point, no torch imported, the first import's warnings,
+xdist's workers), in this one otherwise (tests/runs.py's run_guest_in_process).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 from suites.core.stopping import rel_iqr
-from tests.runs import ROOT, ProcessRun, run_python, run_reports_in_process
+from tests.runs import ProcessRun, run_guest, run_guest_in_process, run_reports_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +33,8 @@ import sys
 import time
 
 import pytest
+
+pytestmark = pytest.mark.benchmark(max_time=0.05)  # pytest-benchmark's own: 0.05 s a benchmark, not its 1 s
 
 
 def test_sleep(benchmark):
@@ -102,21 +105,12 @@ def host(tmp_path: Path, **files: str) -> Path:
     return repo
 
 
-def run(repo: Path, *args: str, extra_env: dict[str, str] | None = None) -> ProcessRun:
-    """pytest in the host repository, with this checkout's packages first on the path (the installed entry point
-    names the plugin's module; an editable install elsewhere must not answer for it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # no addopts, no forced plugins
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env |= extra_env or {}
-    return run_python("-m", "pytest", "-p", "no:cacheprovider", "-rs", *args, cwd=repo, env=env, inherit_env=False)
-
-
 def saved_runs(repo: Path) -> list[Path]:
     return sorted((repo / ".benchmarks").rglob("*.json"))
 
 
 def test_the_plugin_is_registered_by_the_installed_entry_point(tmp_path):
-    proc = run(host(tmp_path, test_plain="def test_x():\n    pass\n"), "--help")
+    proc = run_guest(host(tmp_path, test_plain="def test_x():\n    pass\n"), "--help")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--bench-device" in proc.stdout and "--bench-trace-dir" in proc.stdout
     assert "--trace-dir" not in proc.stdout.replace("--bench-trace-dir", "")  # the legacy spellings stay home
@@ -127,7 +121,7 @@ def test_a_run_without_the_suites_fixtures_is_pytest_benchmarks_own(tmp_path):
     repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS)
     outcomes = {}
     for name, block in (("blocked", ["-p", "no:suites.harness.pytest_plugin"]), ("registered", [])):
-        proc = run(repo, *block, "--benchmark-autosave", f"--benchmark-json={tmp_path / name}.json")
+        proc = run_guest(repo, *block, "--benchmark-autosave", f"--benchmark-json={tmp_path / name}.json")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "4 passed, 1 skipped" in proc.stdout
         assert "Saved benchmark data in:" in proc.stdout + proc.stderr
@@ -147,7 +141,7 @@ def test_a_run_without_the_suites_fixtures_is_pytest_benchmarks_own(tmp_path):
                          ids=["only", "disable-autosave"])
 def test_plain_benchmarks_store_nothing_unasked(tmp_path, args):
     repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS)
-    proc = run(repo, *args)
+    proc = run_guest(repo, *args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert saved_runs(repo) == []
 
@@ -155,14 +149,14 @@ def test_plain_benchmarks_store_nothing_unasked(tmp_path, args):
 def test_a_suite_run_whose_cases_were_all_skipped_stores_no_run(tmp_path):
     repo = host(tmp_path, test_mine=DEVICE_BENCH.split("def test_used_twice")[0].replace("def test_matmul",
                                                                                         "def no_test_matmul"))
-    proc = run(repo, "--benchmark-autosave", "-k", "skipped")
+    proc = run_guest_in_process(repo, "--benchmark-autosave", "-k", "skipped")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 skipped" in proc.stdout and saved_runs(repo) == []
 
 
 def test_minus_p_no_benchmark_skips_the_suites_tests_with_the_reason(tmp_path):
     repo = host(tmp_path, test_plain="def test_plain():\n    pass\n", test_mine=DEVICE_BENCH)
-    proc = run(repo, "-p", "no:benchmark", "--device", "host-value")
+    proc = run_guest_in_process(repo, "-p", "no:benchmark", "--device", "host-value")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "INTERNALERROR" not in proc.stdout + proc.stderr
     assert "1 passed, 6 skipped" in proc.stdout
@@ -198,24 +192,29 @@ def test_a_benchmark_fixture_replaced_by_another_plugin_skips_the_suites_tests_w
     in a separate environment: the same skip); its replacement is imitated here as a host's conftest fixture."""
     repo = host(tmp_path, test_mine=WARNINGS_ARE_ERRORS)
     (repo / "conftest.py").write_text(HOST_CONFTEST + CODSPEEDS_FIXTURE)
-    proc = run(repo, "-W", "error")
+    proc = run_guest(repo, "-W", "error")
     assert proc.returncode == 0, proc.tail()
     assert "1 passed, 1 skipped" in proc.stdout and "AttributeError" not in proc.stdout, proc.tail()
-    assert ("SKIPPED [1] test_mine.py:5: needs pytest-benchmark's benchmark fixture, which conftest replaced "
+    assert ("SKIPPED [1] test_mine.py:6: needs pytest-benchmark's benchmark fixture, which conftest replaced "
             "(pytest-codspeed does under --codspeed)") in proc.stdout, proc.tail()
 
 
 def test_under_xdist_the_cases_run_once_and_no_worker_writes_a_journal(tmp_path):
+    """Under xdist, in a host whose pytest.ini turns warnings into errors (pytest-benchmark's own configuration):
+    pytest-benchmark's "fixture was not used" of the run xdist disabled fails none of its tests."""
     pytest.importorskip("xdist")
     repo = host(tmp_path, test_plain=PLAIN_BENCHMARKS.replace("test_no_torch", "no_test"),
-                test_mine=DEVICE_BENCH.split("@pytest.mark.skip")[0])
-    proc = run(repo, "-n", "2", "--device", "host-value", f"--benchmark-json={tmp_path / 'x.json'}")
+                test_mine=DEVICE_BENCH.split("@pytest.mark.skip")[0], test_warned=WARNINGS_ARE_ERRORS)
+    (repo / "pytest.ini").write_text(ERRORS_INI)
+    proc = run_guest(repo, "-n", "2", "--device", "host-value", f"--benchmark-json={tmp_path / 'x.json'}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "5 passed, 1 skipped" in proc.stdout  # benchmarks disabled by pytest-benchmark: run once, no stats
+    assert "7 passed, 1 skipped" in proc.stdout  # benchmarks disabled by pytest-benchmark: run once, no stats
+    assert "warnings summary" not in proc.stdout, proc.tail()
     assert not list(tmp_path.rglob("*.journal")) and not (tmp_path / "x.json").exists()
 
 
 WARNINGS_ARE_ERRORS = '''
+import pytest
 import torch
 
 
@@ -224,24 +223,26 @@ def test_add(device_bench):
     device_bench(lambda: a + a)
 
 
+@pytest.mark.benchmark(max_time=0.05)  # pytest-benchmark's own: 0.05 s, not its 1 s
 def test_plain(benchmark):
     benchmark(sum, range(10))
 '''
 
 
+ERRORS_INI = "[pytest]\nfilterwarnings =\n    error\n"
+
+
 @pytest.mark.parametrize(("ini", "args"), [
-    (True, ["--bench-device", "cpu"]), (True, []), (True, ["--benchmark-disable"]), (True, ["-n", "2"]),
-    (False, ["-W", "error", "--benchmark-disable"])], ids=["cpu", "auto", "disable", "xdist", "W-error-disable"])
+    (True, ["--bench-device", "cpu"]), (True, []), (True, ["--benchmark-disable"]),
+    (False, ["-W", "error", "--benchmark-disable"])], ids=["cpu", "auto", "disable", "W-error-disable"])
 def test_a_host_that_turns_warnings_into_errors_runs_device_bench_on_a_machine_without_nvidia(tmp_path, ini, args):
     """pytest-benchmark's own configuration has `filterwarnings = error`: neither the telemetry's absence (no NVIDIA
-    driver here) nor pytest-benchmark's "fixture was not used" of a disabled run (--benchmark-disable, xdist) may
-    fail such a host's device_bench test."""
-    if "-n" in args:
-        pytest.importorskip("xdist")
+    driver here) nor pytest-benchmark's "fixture was not used" of a disabled run (--benchmark-disable; xdist's:
+    test_under_xdist_...) may fail such a host's device_bench test."""
     repo = host(tmp_path, test_mine=WARNINGS_ARE_ERRORS)
     if ini:
-        (repo / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
-    proc = run(repo, *args)
+        (repo / "pytest.ini").write_text(ERRORS_INI)
+    proc = run_guest(repo, *args)
     assert proc.returncode == 0, proc.tail()
     assert "2 passed" in proc.stdout and "warnings summary" not in proc.stdout, proc.tail()
 
@@ -252,7 +253,7 @@ def device_bench_run(tmp_path_factory) -> dict:
     tmp_path = tmp_path_factory.mktemp("device_bench")
     repo = host(tmp_path, test_mine=DEVICE_BENCH)
     out = tmp_path / "out.json"
-    proc = run(repo, "--device", "host-value", "--bench-device", "cpu", f"--benchmark-json={out}")
+    proc = run_guest_in_process(repo, "--device", "host-value", "--bench-device", "cpu", f"--benchmark-json={out}")
     return {"proc": proc, "json": json.loads(out.read_text()) if out.exists() else None, "repo": repo}
 
 
@@ -363,8 +364,8 @@ def drop_in_run(tmp_path_factory) -> ProcessRun:
     tmp_path = tmp_path_factory.mktemp("drop_in")
     repo = host(tmp_path, test_mine=DROP_IN)
     out = tmp_path / "out.json"
-    proc = run(repo, "--bench-device", "cpu", f"--benchmark-json={out}", "--benchmark-min-rounds", "8",
-               "--benchmark-max-time", "0.3", "--benchmark-cprofile", "tottime")
+    proc = run_guest_in_process(repo, "--bench-device", "cpu", f"--benchmark-json={out}", "--benchmark-min-rounds",
+                                "8", "--benchmark-max-time", "0.3", "--benchmark-cprofile", "tottime")
     proc.json_path = out
     return proc
 
@@ -456,7 +457,7 @@ def test_a_case_that_exits_fails_the_comparison_instead_of_vanishing(tmp_path):
     """Unrecorded, a case that ended in SystemExit read as "removed" to `compare`, which passed."""
     repo = host(tmp_path, test_mine=EXITS_ONE_DAY)
     for name, env in (("before", {}), ("after", {"EXIT_NOW": "1"})):
-        proc = run(repo, "--bench-device", "cpu", f"--benchmark-json={tmp_path / name}.json", extra_env=env)
+        proc = run_guest_in_process(repo, "--bench-device", "cpu", f"--benchmark-json={tmp_path / name}.json", env=env)
         assert proc.returncode == (1 if env else 0), proc.tail()
     compared = run_reports_in_process("compare", str(tmp_path / "before.json"), str(tmp_path / "after.json"),
                                       "--fail-on-regression")

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import errno
 import json
-import multiprocessing
 import os
 import re
 import resource
@@ -47,7 +46,7 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.utils import get_machine_id
 
-from suites.harness import results, targets
+from suites.harness import targets
 from suites.harness.journal import Journal, JournalBusy, JournalRefused
 from tests.resultfiles import RUN_A
 from tests.runs import (
@@ -62,18 +61,20 @@ from tests.runs import (
     start_pytest,
     start_python,
 )
-from tests.test_results_file import _journal_lines, _quick
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
+from tests.test_results_file import _journal_lines, _quick, _start_quick
+
+# in-process runs on the one thread of the runs the tests start (_start_quick): a killed run's journal and the file
+# of the run after it are of the same device
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROUNDS = ["-k", "square and float32", "--bench-rounds", "3"]
+ONE_CASE = ["-k", "square and 256x256x256 and float32"]  # a run that only has to finish, or to be refused
 
 
 def _run(*args: str) -> ProcessRun:
     """A run that is neither killed nor stopped: in this interpreter (tests/runs.py)."""
     return run_pytest_in_process(*_quick(*args))
-
-
-def _popen(*args: str, **kwargs) -> subprocess.Popen:
-    return start_pytest(*_quick(*args), **kwargs)
 
 
 def _wait_for_lines(proc: subprocess.Popen, journal: Path, lines: int) -> None:
@@ -145,14 +146,14 @@ def _assert_stopped_cleanly(proc: subprocess.Popen, log: str, journal: Path, why
 @pytest.mark.slow
 def test_a_disk_that_fills_mid_run_stops_it_with_the_journal_whole_and_the_message_true(small_disk):
     out, journal = small_disk / "run.json", small_disk / "run.json.journal"
-    proc = _popen("-k", "float32", f"--benchmark-json={out}")
+    proc = _start_quick("-k", "float32", f"--benchmark-json={out}")
     _wait_for_lines(proc, journal, 2)  # header + one case
     filler = _fill(small_disk)
     log = proc.communicate(timeout=300)[0]
     cases = _assert_stopped_cleanly(proc, log, journal, "No space left on device")
 
     filler.unlink()  # space again: the stopped run's journal is stale now, and blocks nothing
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    again = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert again.returncode == 0, again.stdout[-3000:]
     aside = [p for p in small_disk.iterdir() if p.name.startswith("run.unfinished-")]
     assert len(aside) == 1 and f"moved to {aside[0]}" in again.stdout
@@ -171,7 +172,7 @@ def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(round
     next line crosses it however many samples each case took (a fixed 8 KiB from the start was sometimes outgrown
     by the header and the first case under load, and the run stopped before journaling any)."""
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_ignore_sigxfsz)
+    proc = _start_quick("-k", "float32", *rounds, f"--benchmark-json={out}", preexec_fn=_ignore_sigxfsz)
     _wait_for_lines(proc, journal, 2)  # header + one case
     limit = journal.stat().st_size + 64
     resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
@@ -183,12 +184,12 @@ def test_a_file_size_limit_reached_mid_run_stops_it_with_the_journal_whole(round
 def test_a_disk_full_at_the_start_is_a_usage_error_that_leaves_nothing_behind(small_disk):
     out = small_disk / "run.json"
     filler = _fill(small_disk)
-    proc = _run("-k", "square and float32", f"--benchmark-json={out}")
+    proc = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"{out}: cannot write there (No space left on device)" in proc.stderr
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
     filler.unlink()
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    again = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert again.returncode == 0 and "journal" not in again.stdout, again.stdout[-2000:] + again.stderr[-2000:]
 
 
@@ -262,7 +263,7 @@ def test_a_journal_path_that_is_a_symlink_is_refused_and_nothing_is_written_thro
     assert journal.is_symlink() and os.readlink(journal) == str(target)
     assert (target.read_text() if target.exists() else None) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "run.json.journal"]
-    refused = _run("-k", "square and float32", f"--benchmark-json={tmp_path / 'run.json'}")
+    refused = _run(*ONE_CASE, f"--benchmark-json={tmp_path / 'run.json'}")
     assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
     assert f"{journal}: is a symbolic link (to {target})" in refused.stderr
     assert (target.read_text() if target.exists() else None) == before and journal.is_symlink()
@@ -280,20 +281,33 @@ def test_a_journal_line_refused_by_a_full_disk_is_cut_back_to_the_whole_lines(sm
 
 
 @pytest.mark.slow
-def test_a_killed_runs_journal_reads_as_the_same_device_and_blocks_no_later_run(tmp_path):
-    """SIGKILL a real run: its journal's header is the machine the finished file describes (the suite's fields
-    included), so `reports table` names the same device; the next run to the same file moves it aside."""
+def test_a_killed_runs_journal_is_read_as_incomplete_of_the_same_device_and_blocks_no_later_run(tmp_path):
+    """SIGKILL a real run once two cases are journaled: SIGKILL cannot be caught, so what survives is the journal,
+    one fsync'ed line per finished case, which the reports read as incomplete. Its header is the machine the
+    finished file describes (the suite's fields included), so `reports table` names the same device; the next run
+    to the same file moves it aside, kept whole."""
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen("-k", "float32", f"--benchmark-json={out}")
-    _wait_for_lines(proc, journal, 2)
+    proc = _start_quick("--bench-dtypes", "float32,float16", f"--benchmark-json={out}")
+    _wait_for_lines(proc, journal, 3)  # header + two cases
     proc.kill()
     proc.communicate(timeout=60)
     header = json.loads(journal.read_text().splitlines()[0])
+    cases = [json.loads(line)["benchmarks"]["extra_info"]["case"] for line in journal.read_text().splitlines()[1:]
+             if '"benchmarks"' in line]
+    assert len(cases) >= 2
 
-    again = _run("-k", "square and float32", f"--benchmark-json={out}")
+    table = run_reports_in_process("table", str(journal))
+    assert table.returncode == 0, table.stderr
+    assert "matmul on" in table.stdout and "256x256x256" in table.stdout
+    gate = run_reports_in_process("compare", str(RUN_A), str(journal), "--fail-on-regression",
+                                  "--allow-different-devices")
+    assert gate.returncode == 1 and "read from its journal" in gate.stdout, gate.stdout + gate.stderr
+
+    again = _run(*ONE_CASE, f"--benchmark-json={out}")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     aside = next(tmp_path.glob("run.unfinished-*.json.journal"))
     assert f"note: {journal} held the cases of an earlier run" in again.stdout and f"moved to {aside}" in again.stdout
+    assert _journal_lines(aside) == len(cases) + 1  # the journal's results are moved aside, kept
     finished = json.loads(out.read_text())["machine_info"]
     assert {k: header["machine_info"][k] for k in ("identity", "cpu_info", "torch", "bench_device")} == \
         {k: finished[k] for k in ("identity", "cpu_info", "torch", "bench_device")}
@@ -302,18 +316,18 @@ def test_a_killed_runs_journal_reads_as_the_same_device_and_blocks_no_later_run(
 
 @pytest.mark.slow
 def test_a_killed_save_run_counts_as_its_number_and_overlapping_runs_get_their_own(tmp_path):
-    """A run SIGKILL'd in the storage, a second started while it ran, a third after: three numbers, three runs."""
+    """A run SIGKILL'd in the storage, a second made while it ran, a third after: three numbers, three runs."""
     storage = tmp_path / "storage"
-    save = ["-k", "square and float32", f"--benchmark-storage={storage}"]
-    killed = _popen("--bench-dtypes", "float32,bfloat16", f"--benchmark-storage={storage}", "--benchmark-save=nightly")
+    save = [*ONE_CASE, f"--benchmark-storage={storage}"]
+    killed = _start_quick("--bench-dtypes", "float32,bfloat16", f"--benchmark-storage={storage}",
+                          "--benchmark-save=nightly")
     _wait_for_lines(killed, _storage_file(storage, "0001_nightly.json.journal"), 2)
-    overlapping = _popen(*save, "--benchmark-save=other")
-    _wait_for_lines(overlapping, _storage_file(storage, "0002_other.json.journal"), 1)
-    assert killed.poll() is None, "the first run ended before the second claimed its number"
+    killed.send_signal(signal.SIGSTOP)  # held mid-run, as a descheduled process is, while the second makes its run
+    overlapping = _run(*save, "--benchmark-save=other")
+    assert overlapping.returncode == 0, overlapping.tail(2000)
+    assert killed.poll() is None, "the first run ended before the second made its run"
     killed.kill()
     killed.communicate(timeout=60)
-    log = overlapping.communicate(timeout=300)[0]
-    assert overlapping.returncode == 0, log[-2000:]
     again = _run(*save, "--benchmark-save=nightly")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     folder = storage / get_machine_id()
@@ -332,7 +346,7 @@ def test_a_storage_whose_run_numbers_are_used_up_is_refused_before_the_first_cas
     folder.mkdir(parents=True)
     stored = {name: shutil.copy(RUN_A, folder / name) for name in ("9999_old.json", highest)}
     before = {name: Path(path).read_bytes() for name, path in stored.items()}
-    refused = _run("-k", "square and float32", f"--benchmark-storage={storage}", "--benchmark-autosave")
+    refused = _run(*ONE_CASE, f"--benchmark-storage={storage}", "--benchmark-autosave")
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.tail()
     number = int(highest.split("_")[0])
     assert f"--benchmark-storage {folder}: holds run {number}, and pytest-benchmark numbers runs with four " \
@@ -346,21 +360,28 @@ def _storage_file(storage: Path, name: str) -> Path:
     return storage / get_machine_id() / name
 
 
-def _claim_many(folder: str, name: str, start_at: float, count: int) -> list[str]:
-    time.sleep(max(0.0, start_at - time.time()))
-    claimed = []
-    for _ in range(count):
-        target, journal = results.claim_number(Path(folder), name, {}, [])
-        journal.close(remove=False)
-        claimed.append(target.name[:4])
-    return claimed
+CLAIMER = """
+import sys, time
+from pathlib import Path
+from suites.harness import results
+folder, name, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+for _ in range(25):
+    target, journal = results.claim_number(folder, name, {}, [])
+    journal.close(remove=False)
+    print(target.name[:4], flush=True)
+"""
 
 
 def test_processes_claiming_run_numbers_at_once_get_one_each(tmp_path):
-    start_at = time.time() + 5.0  # every worker started and waiting by then
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        pending = [pool.apply_async(_claim_many, (str(tmp_path), f"run{i}", start_at, 25)) for i in range(4)]
-        numbers = [n for p in pending for n in p.get(timeout=120)]
+    folder, go = tmp_path / "storage", tmp_path / "go"
+    folder.mkdir()
+    claimers = [start_python("-c", CLAIMER, str(folder), f"run{i}", str(go), output="stdout") for i in range(4)]
+    assert [claimer.stdout.readline() for claimer in claimers] == ["ready\n"] * 4  # every process started, waiting
+    go.touch()  # they claim at once
+    numbers = [n for claimer in claimers for n in claimer.communicate(timeout=120)[0].split()]
     assert len(numbers) == 100 and len(set(numbers)) == 100
 
 
@@ -373,8 +394,9 @@ def test_an_output_folder_deleted_during_the_run_loses_no_case_and_the_message_s
     out, started = tmp_path / "out" / "run.json", tmp_path / "started"
     out.parent.mkdir()
     started.mkdir()
-    proc = start_pytest(*bench_args(str(ROOT / "bench" / "test_matmul.py"), "--bench-profile", "quick", "-k",
-                                    "square and float32", json_path=out), cwd=started)
+    proc = start_pytest(*bench_args(str(ROOT / "bench" / "test_matmul.py"), "--bench-profile", "quick",
+                                    "--bench-achievable-peaks", "off", "-k", "square and float32", json_path=out),
+                        cwd=started, env={"OMP_NUM_THREADS": "1"})  # as _start_quick's
     _wait_for_lines(proc, Path(f"{out}.journal"), 2)
     shutil.rmtree(out.parent)
     log = proc.communicate(timeout=300)[0]
@@ -410,13 +432,13 @@ def test_a_run_writes_through_a_symlink_and_refuses_a_device(tmp_path):
     real.write_text("old")
     link = tmp_path / "latest.json"
     link.symlink_to(real)
-    proc = _run("-k", "square and float32", f"--benchmark-json={link}")
+    proc = _run(*ONE_CASE, f"--benchmark-json={link}")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert link.is_symlink() and json.loads(real.read_text())["benchmarks"]
     long = tmp_path / f"{'r' * 240}.json"  # its journal's name (253 bytes) fits: so must the temporary file's
-    proc = _run("-k", "square and float32", f"--benchmark-json={long}")
+    proc = _run(*ONE_CASE, f"--benchmark-json={long}")
     assert proc.returncode == 0 and json.loads(long.read_text())["benchmarks"], proc.stdout[-2000:]
-    refused = _run("-k", "square and float32", "--benchmark-json=/dev/null")
+    refused = _run(*ONE_CASE, "--benchmark-json=/dev/null")
     assert refused.returncode == 4 and "passed" not in refused.stdout and "Traceback" not in refused.stderr
     assert "--benchmark-json /dev/null: is a character device, not a regular file" in refused.stderr
     assert Path("/dev/null").is_char_device()
@@ -442,7 +464,7 @@ def test_a_run_that_measures_nothing_replaces_no_file(nothing, tmp_path):
 @pytest.mark.slow
 def test_sigterm_during_the_earlier_rounds_keeps_every_case_they_measured(tmp_path):
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen(*ROUNDS, f"--benchmark-json={out}")
+    proc = _start_quick(*ROUNDS, f"--benchmark-json={out}")
     _wait_for_lines(proc, journal, 3)  # two cases through round 1 (pytest's pass is round 3)
     proc.send_signal(signal.SIGTERM)
     log = proc.communicate(timeout=120)[0]
@@ -463,7 +485,7 @@ def test_sigterm_during_the_earlier_rounds_keeps_every_case_they_measured(tmp_pa
 @pytest.mark.slow
 def test_sigkill_during_the_earlier_rounds_leaves_them_in_the_journal(tmp_path):
     out, journal = tmp_path / "run.json", tmp_path / "run.json.journal"
-    proc = _popen(*ROUNDS, f"--benchmark-json={out}")
+    proc = _start_quick(*ROUNDS, f"--benchmark-json={out}")
     _wait_for_lines(proc, journal, 5)  # round 1 of all three cases, and one of round 2
     proc.kill()
     proc.communicate(timeout=60)
@@ -495,14 +517,15 @@ def test_the_nightly_workflow_keeps_a_killed_runs_journal_as_its_history_entry(t
     (venv / "bin" / "activate").write_text(f'. "{sys.prefix}/bin/activate"\nPATH="{shim.parent}:$PATH"\n')
     suite = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--rootdir={ROOT}",
              str(ROOT / "bench" / "test_matmul.py"), "--benchmark-only", "--device", "cpu", "--bench-profile", "quick",
-             "-k", "float32", "--benchmark-json", "results/nightly.json"]
+             "--bench-achievable-peaks", "off", "-k", "float32", "--benchmark-json", "results/nightly.json"]
     shim.write_text(f'#!/bin/sh\necho $$ > "$SHIM_PID"\nexec {" ".join(suite)}\n')
     shim.chmod(0o755)
     work = tmp_path / "workspace"
     (work / "results").mkdir(parents=True)
     env = {**environment(), "BENCH_VENV": str(venv), "BENCH_HISTORY": str(tmp_path / "history"),
            "GITHUB_SHA": "0123456789abcdef",
-           "GITHUB_OUTPUT": str(tmp_path / "outputs"), "SHIM_PID": str(tmp_path / "pid")}
+           "GITHUB_OUTPUT": str(tmp_path / "outputs"), "SHIM_PID": str(tmp_path / "pid"),
+           "OMP_NUM_THREADS": "1"}  # as _start_quick's
     (tmp_path / "history" / "runs").mkdir(parents=True)
     _, bench = _workflow_step("Run the full suite")
     step = start(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", bench], cwd=work, env=env)

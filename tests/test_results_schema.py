@@ -26,8 +26,7 @@ from suites.core import stopping
 from suites.harness.journal import Journal
 from suites.harness.results import dumps
 from tests.resultfiles import DATA, RUN_A, read
-from tests.runs import run_command
-from tests.test_results_file import _guest_run_here
+from tests.runs import run_command, run_guest_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "results.md"
@@ -351,7 +350,7 @@ def test_a_run_of_ordinary_parametrize_params_follows_the_schema(tmp_path):
     repo.mkdir()
     (repo / "test_params.py").write_text(PARAMETRIZED_BENCH)
     out = tmp_path / "run.json"
-    proc = _guest_run_here(repo, "--benchmark-only", "--bench-profile", "quick", f"--benchmark-json={out}")
+    proc = run_guest_in_process(repo, "--benchmark-only", "--bench-profile", "quick", f"--benchmark-json={out}")
     assert proc.returncode == 0, proc.tail()
     document = strict(out.read_text())
     assert {json.dumps(e["params"], sort_keys=True) for e in document["benchmarks"]} == {

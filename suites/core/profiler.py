@@ -1,5 +1,5 @@
-"""torch.profiler.profile for one recording cycle, which every profile of this project is (a case's trace, one
-call's CPU memory).
+"""torch.profiler.profile for one recording cycle, which every trace of this project is (a case's trace; one call's
+CPU memory is read from the raw events of torch.autograd's profiler, which it wraps: suites/core/memory.py).
 
 torch 2.11's profile warns at every start that it "clears events at the end of each cycle" unless `acc_events` is
 set: its check for a second cycle is true on the first. With one cycle nothing is cleared, so `acc_events=True`,
