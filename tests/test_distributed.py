@@ -2,18 +2,16 @@
 on this CPU (collectives, a rank whose build fails, a rank that fails or hangs inside the timed loop)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from suites.core import timing
 from suites.core.cases import Unsupported
-from suites.core.measurement import Measurement
 from suites.core.profiles import rules
 from suites.core.timing import measure
 from suites.distributed import collectives, parallel_step
-from suites.harness import distributed
+from tests.data.distributed import lockstep_ranks
 from tests.runs import run_torchrun
 
 
@@ -73,30 +71,12 @@ def test_a_long_collective_takes_fewer_calls_per_sample_agreed_on_the_slowest_ra
     assert timing.lockstep_calls(1e-6, Slowest([])) == calls
 
 
-def _agree_and_reduce(rank: int, init: str, out: str) -> None:
-    """One of two gloo ranks: offer a hold, then reduce four samples (rank 1 slower on the last two)."""
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-    try:
-        world = distributed.World(rank, 2, rank, 2, 1, "gloo", ("h", "h"))
-        lockstep = distributed.RankLockstep(world, torch.device("cpu"))
-        hold = lockstep.agree([1e-4, 3e-3][rank])
-        rule = rules("quick").stop.counted(4)
-        mine = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 2.0]][rank]
-        m = lockstep.reduce(Measurement(mine, "cuda_event", 1, "count", rule))
-        Path(out, f"{rank}.json").write_text(json.dumps({"hold": hold, "samples": m.samples_s,
-                                                         "reason": m.stop_reason, "converged": m.converged,
-                                                         "own": lockstep.own_median_s}))
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.slow
 def test_ranks_agree_on_the_longest_hold_and_keep_the_slowest_samples(tmp_path):
     """Two real gloo ranks: the hold every rank uses is the longest planned, and sample i is the slowest rank's;
     the count stop stays `count` and is judged on the slowest samples against the target."""
-    torch.multiprocessing.spawn(_agree_and_reduce, args=(f"file://{tmp_path}/rendezvous", str(tmp_path)), nprocs=2)
+    torch.multiprocessing.spawn(lockstep_ranks.agree_and_reduce, args=(f"file://{tmp_path}/rendezvous", str(tmp_path)),
+                                nprocs=2)
     ranks = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
     for r in ranks:
         assert r["hold"] == 3e-3 and r["samples"] == [1.0, 1.0, 2.0, 2.0] and r["reason"] == "count"
