@@ -569,6 +569,8 @@ def test_a_budgeted_cpu_run_streams_its_rows_skips_with_reasons_reads_nothing_st
                         "--progress-s", "2", "--out", str(out), "--times-cache", str(cache))
     arrivals = [(time.perf_counter() - start, line) for line in proc.stdout]
     proc.wait()
+    # 1: a figure failed on this loaded box, not the check
+    assert proc.returncode in (0, 1), "".join(line for _, line in arrivals)[-3000:]
     assert time.perf_counter() - start < budget + 10
     rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     assert {row["step"] for row in rows} == set(STEP_NAMES)  # every step has a row: run, or skipped and why
