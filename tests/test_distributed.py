@@ -2,18 +2,16 @@
 on this CPU (collectives, a rank whose build fails, a rank that fails or hangs inside the timed loop)."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from suites.core import timing
 from suites.core.cases import Unsupported
-from suites.core.measurement import Measurement
 from suites.core.profiles import rules
 from suites.core.timing import measure
 from suites.distributed import collectives, parallel_step
-from suites.harness import distributed
+from tests.data.distributed import lockstep_ranks
 from tests.runs import run_torchrun
 
 
@@ -73,30 +71,12 @@ def test_a_long_collective_takes_fewer_calls_per_sample_agreed_on_the_slowest_ra
     assert timing.lockstep_calls(1e-6, Slowest([])) == calls
 
 
-def _agree_and_reduce(rank: int, init: str, out: str) -> None:
-    """One of two gloo ranks: offer a hold, then reduce four samples (rank 1 slower on the last two)."""
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-    try:
-        world = distributed.World(rank, 2, rank, 2, 1, "gloo", ("h", "h"))
-        lockstep = distributed.RankLockstep(world, torch.device("cpu"))
-        hold = lockstep.agree([1e-4, 3e-3][rank])
-        rule = rules("quick").stop.counted(4)
-        mine = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 2.0, 2.0]][rank]
-        m = lockstep.reduce(Measurement(mine, "cuda_event", 1, "count", rule))
-        Path(out, f"{rank}.json").write_text(json.dumps({"hold": hold, "samples": m.samples_s,
-                                                         "reason": m.stop_reason, "converged": m.converged,
-                                                         "own": lockstep.own_median_s}))
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.slow
 def test_ranks_agree_on_the_longest_hold_and_keep_the_slowest_samples(tmp_path):
     """Two real gloo ranks: the hold every rank uses is the longest planned, and sample i is the slowest rank's;
     the count stop stays `count` and is judged on the slowest samples against the target."""
-    torch.multiprocessing.spawn(_agree_and_reduce, args=(f"file://{tmp_path}/rendezvous", str(tmp_path)), nprocs=2)
+    torch.multiprocessing.spawn(lockstep_ranks.agree_and_reduce, args=(f"file://{tmp_path}/rendezvous", str(tmp_path)),
+                                nprocs=2)
     ranks = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
     for r in ranks:
         assert r["hold"] == 3e-3 and r["samples"] == [1.0, 1.0, 2.0, 2.0] and r["reason"] == "count"
@@ -118,28 +98,41 @@ def test_every_collective_and_size_in_the_sweep():
     assert "collectives/all_reduce/bfloat16/1024MiB" in ids and "collectives/broadcast/float32/4KiB" in ids
 
 
+COLLECTIVES, TRAIN_STEP = "bench/test_collectives.py", "bench/test_train_step_distributed.py"
+SKEWED = "tests/data/distributed/skewed_ranks.py"
+
+
 @pytest.fixture(scope="module")
-def collectives_run(tmp_path_factory) -> dict:
+def measured_run(tmp_path_factory) -> dict:
+    """One torchrun of 2 ranks that measures what the tests below read, each file's cases apart in its JSON: the
+    collectives at 4 and 64 KiB, the training step alone, under DDP and FSDP, and the collective with a skewed
+    rank (its skew on that case's barriers only)."""
     out = tmp_path_factory.mktemp("dist") / "r.json"
-    proc = run_torchrun("bench/test_collectives.py", "--benchmark-only", "--bench-profile", "quick",
-                        "-k", "4KiB or 64KiB", json_path=out)
+    proc = run_torchrun(COLLECTIVES, TRAIN_STEP, SKEWED, "--benchmark-only", "--bench-profile", "quick", "-k",
+                        "4KiB or 64KiB or (local and not accum) or bucket-view or (fsdp and not bf16 and not reshard) "
+                        "or skewed", json_path=out)
     assert proc.returncode == 0, proc.tail()
     return {"json": proc.json, "stdout": proc.stdout}
 
 
-slow = pytest.mark.slow  # each runs torchrun with 2 processes
+def of_file(run: dict, path: str, kind: str = "benchmarks") -> list[dict]:
+    """The run's entries (measured, or not_measured) of one file's cases."""
+    return [entry for entry in run["json"][kind] if entry["fullname"].startswith(f"{path}::")]
+
+
+slow = pytest.mark.slow  # each reads a torchrun with 2 processes, or runs one
 
 
 @slow
-def test_one_json_with_every_collective_checked(collectives_run):
-    data = collectives_run["json"]
+def test_one_json_with_every_collective_checked(measured_run):
+    data = measured_run["json"]
     assert data["machine_info"]["distributed"] | {"hosts": None, "ranks": None} == {
         "world_size": 2, "nodes": 1, "ranks_per_node": 2, "backend": "gloo", "hosts": None, "ranks": None}
     assert [r["device"] for r in data["machine_info"]["distributed"]["ranks"]] == ["cpu", "cpu"]
-    found = {(b["params"]["op"], b["params"]["dtype"], b["params"]["size"]) for b in data["benchmarks"]}
+    found = {(b["params"]["op"], b["params"]["dtype"], b["params"]["size"]) for b in of_file(measured_run, COLLECTIVES)}
     assert found == {(op, dt, size) for op in collectives.OPS for dt in ("float32", "bfloat16")
                      for size in ("4KiB", "64KiB")}
-    for b in data["benchmarks"]:
+    for b in of_file(measured_run, COLLECTIVES):
         info = b["extra_info"]
         assert info["status"] == "ok" and info["world_size"] == 2
         assert info["error_rel"] <= info["tolerance"]
@@ -148,10 +141,10 @@ def test_one_json_with_every_collective_checked(collectives_run):
 
 
 @slow
-def test_the_figure_is_the_slowest_ranks(collectives_run):
+def test_the_figure_is_the_slowest_ranks(measured_run):
     """Each sample is the maximum over ranks, so the median is at least every rank's own median; the
     bandwidths follow from that median and the message size."""
-    for b in collectives_run["json"]["benchmarks"]:
+    for b in of_file(measured_run, COLLECTIVES):
         info, median = b["extra_info"], b["stats"]["median"]
         assert len(b["stats"]["data"]) == rules("quick").lockstep_samples and info["stop_reason"] == "count"
         assert median >= max(info["rank_median_s"]) * (1 - 1e-9)
@@ -161,23 +154,44 @@ def test_the_figure_is_the_slowest_ranks(collectives_run):
 
 
 @slow
-def test_a_collectives_sample_spreads_the_ranks_skew_over_its_calls(tmp_path):
+def test_a_collectives_sample_spreads_the_ranks_skew_over_its_calls(measured_run):
     """Rank 1 leaves every barrier 50 ms after rank 0 (hosts leave it 5-30 us apart; 50 ms stands out of gloo's
     own time on this loaded machine, 0.3-4 ms a call): rank 0's first call of each sample waits for it inside its
     window, and the figure is the slowest rank's. With one call per sample a 4 KiB all_reduce read at least the
     50 ms; calls back to back between one pair of events, as nccl-tests times them (20, or as many as fill 20 ms
     of the slowest rank's warm-up call), spread it over them."""
-    proc = run_torchrun("tests/data/distributed/skewed_ranks.py", "--benchmark-only", "--bench-profile", "quick",
-                        json_path=tmp_path / "skewed.json")
-    assert proc.returncode == 0, proc.tail()
-    [entry] = proc.json["benchmarks"]
+    [entry] = of_file(measured_run, SKEWED)
     assert entry["extra_info"]["calls_per_sample"] > 1
     assert entry["stats"]["median"] < 50e-3 / 2
 
 
 @slow
-def test_only_rank_0_prints_the_table(collectives_run):
-    assert collectives_run["stdout"].count("benchmark 'collectives'") == 1
+def test_only_rank_0_prints_the_table(measured_run):
+    assert measured_run["stdout"].count("benchmark 'collectives'") == 1
+    assert measured_run["stdout"].count("benchmark 'train_step'") == 1
+
+
+@slow
+def test_ddp_and_fsdp_steps_with_bytes_per_param_per_rank(measured_run):
+    """FSDP's 2 ranks each hold half of the 16 bytes per parameter that one rank (and DDP with gradient views)
+    holds; the scaling efficiency divides by the local reference measured earlier in the same run."""
+    found = {b["params"]["lever"] + "/" + b["params"]["strategy"]: b["extra_info"]
+             for b in of_file(measured_run, TRAIN_STEP)}
+    unsupported = parallel_step.fsdp_unsupported(torch.device("cpu"))  # torch 2.6: FSDP2 cannot run on a CPU
+    if unsupported:
+        assert [e["extra_info"]["reason"] for e in of_file(measured_run, TRAIN_STEP, "not_measured")] == [
+            f"rank 0: {unsupported}"]
+    measured = {"baseline/local", "bucket_view/ddp"} | (set() if unsupported else {"baseline/fsdp"})
+    assert set(found) == measured
+    local, ddp = found["baseline/local"], found["bucket_view/ddp"]
+    assert local["bytes_per_param"] == pytest.approx(16, rel=1e-3)
+    assert ddp["bytes_per_param"] == pytest.approx(16, rel=1e-3)
+    if not unsupported:
+        assert found["baseline/fsdp"]["bytes_per_param"] == pytest.approx(local["bytes_per_param"] / 2, rel=1e-3)
+    for info in (found[name] for name in measured - {"baseline/local"}):
+        assert info["tokens_per_s"] == pytest.approx(2 * info["tokens_per_s_per_rank"])
+        assert info["scaling_efficiency"] == pytest.approx(local["step_wall_s"] / info["step_wall_s"])
+    assert "scaling_efficiency" not in local
 
 
 @slow
@@ -194,12 +208,14 @@ def test_a_failing_rank_fails_the_run_with_its_message():
 
 @slow
 def test_a_hanging_rank_times_out_instead_of_hanging():
-    """Rank 0's collective gives up after the 5 s timeout (gloo's "Timed out waiting 5000ms"), rather than the run
-    waiting for the hung rank (run_torchrun's own timeout would fail the test)."""
-    proc = run_torchrun("tests/data/distributed/ranks_failing.py", "--dist-timeout-s", "5",
+    """Rank 0's collective gives up after the 3 s timeout (gloo's "Timed out waiting 3000ms"), rather than the run
+    waiting for the hung rank (run_torchrun's own timeout would fail the test). The timeout is every collective's,
+    the ranks' first meeting included: 3 s leaves room for one rank to start later than the other on a loaded
+    machine."""
+    proc = run_torchrun("tests/data/distributed/ranks_failing.py", "--dist-timeout-s", "3",
                         env={"RANKS_FAILING_MODE": "hang"})
     assert proc.returncode != 0
-    assert "rank 0: failing/loop:" in proc.output and "Timed out waiting 5000ms" in proc.output, proc.tail()
+    assert "rank 0: failing/loop:" in proc.output and "Timed out waiting 3000ms" in proc.output, proc.tail()
 
 
 @slow
@@ -209,30 +225,3 @@ def test_ranks_that_collect_other_cases_stop_before_measuring():
     assert proc.returncode != 0
     assert "collected other cases than rank" in out and "failing/extra" in out
     assert "benchmark 'failing'" not in out  # nothing was measured
-
-
-@slow
-def test_ddp_and_fsdp_steps_with_bytes_per_param_per_rank(tmp_path):
-    """FSDP's 2 ranks each hold half of the 16 bytes per parameter that one rank (and DDP with gradient views)
-    holds; the scaling efficiency divides by the local reference measured earlier in the same run."""
-    out = tmp_path / "t.json"
-    proc = run_torchrun("bench/test_train_step_distributed.py", "--benchmark-only", "--bench-profile", "quick",
-                        "-k", "(local and not accum) or bucket-view or (fsdp and not bf16 and not reshard)",
-                        json_path=out)
-    assert proc.returncode == 0, proc.tail()
-    run = proc.json
-    found = {b["params"]["lever"] + "/" + b["params"]["strategy"]: b["extra_info"] for b in run["benchmarks"]}
-    unsupported = parallel_step.fsdp_unsupported(torch.device("cpu"))  # torch 2.6: FSDP2 cannot run on a CPU
-    if unsupported:
-        assert [e["extra_info"]["reason"] for e in run["not_measured"]] == [f"rank 0: {unsupported}"]
-    measured = {"baseline/local", "bucket_view/ddp"} | (set() if unsupported else {"baseline/fsdp"})
-    assert set(found) == measured
-    local, ddp = found["baseline/local"], found["bucket_view/ddp"]
-    assert local["bytes_per_param"] == pytest.approx(16, rel=1e-3)
-    assert ddp["bytes_per_param"] == pytest.approx(16, rel=1e-3)
-    if not unsupported:
-        assert found["baseline/fsdp"]["bytes_per_param"] == pytest.approx(local["bytes_per_param"] / 2, rel=1e-3)
-    for info in (found[name] for name in measured - {"baseline/local"}):
-        assert info["tokens_per_s"] == pytest.approx(2 * info["tokens_per_s_per_rank"])
-        assert info["scaling_efficiency"] == pytest.approx(local["step_wall_s"] / info["step_wall_s"])
-    assert "scaling_efficiency" not in local

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from suites.harness.progress import Progress, duration
-from tests.runs import run_pytest
+from tests.runs import ProcessRun, run_pytest_in_process
 
 LINE = re.compile(r"^bench: [\dminhs ]+, (\d+) of (\d+) cases done, (\d+) left"
                   r"(?: \(about [\dminhs ]+ more (?:at this run's pace|by the plan)\))?"
@@ -62,7 +62,7 @@ import time
 
 
 def test_long(device_bench):
-    time.sleep(3)
+    time.sleep(1.5)
     device_bench(lambda: None)
 
 
@@ -75,24 +75,33 @@ def _progress_lines(output: str) -> list[re.Match]:
     return [m for m in map(LINE.match, output.splitlines()) if m]
 
 
+def _run(tmp_path, capfd, *args: str) -> tuple[ProcessRun, str]:
+    """A run of the suite in this process, and what it wrote to file descriptor 1: the progress line's output (a
+    duplicate of the descriptor, taken as the suite switches on) is pytest's own capture of this test's, which
+    capfd reads, while the run's reporter writes to the captured sys.stdout."""
+    capfd.readouterr()
+    proc = run_pytest_in_process("test_mine.py", "--benchmark-only", "--bench-device", "cpu", *args, cwd=tmp_path)
+    return proc, capfd.readouterr().out
+
+
 @pytest.mark.slow
-def test_a_long_case_gets_a_line_every_interval_under_minus_q(tmp_path):
+def test_a_long_case_gets_a_line_every_interval_under_minus_q(tmp_path, capfd):
     (tmp_path / "test_mine.py").write_text(LONG_CASE)
-    proc = run_pytest("test_mine.py", "--benchmark-only", "--bench-device", "cpu", "--bench-progress-interval-s",
-                      "0.5", cwd=tmp_path)
+    proc, written = _run(tmp_path, capfd, "--bench-progress-interval-s", "0.25")
     assert proc.returncode == 0, proc.tail()
-    lines = _progress_lines(proc.stdout)
+    lines = _progress_lines(written)
     during_long = [m for m in lines if m.group(5) == "test_mine.py::test_long"]
-    assert len(during_long) >= 2, proc.stdout  # 3 s at 0.5 s: six lines due
+    assert len(during_long) >= 2, written  # 1.5 s at 0.25 s: six lines due
     assert all((m.group(1), m.group(2), m.group(3)) == ("0", "2", "2") for m in during_long)
     assert all(m.group(2) == "2" and int(m.group(1)) + int(m.group(3)) == 2 for m in lines)
 
 
 @pytest.mark.slow
-def test_a_run_shorter_than_the_interval_gets_no_line(tmp_path):
-    (tmp_path / "test_mine.py").write_text(LONG_CASE.replace("time.sleep(3)", "pass"))
-    proc = run_pytest("test_mine.py", "--benchmark-only", "--bench-device", "cpu", cwd=tmp_path)
+def test_a_run_shorter_than_the_interval_gets_no_line(tmp_path, capfd):
+    (tmp_path / "test_mine.py").write_text(LONG_CASE.replace("time.sleep(1.5)", "pass"))
+    proc, written = _run(tmp_path, capfd)
     assert proc.returncode == 0, proc.tail()
-    others = [line for line in proc.stdout.splitlines() if line.startswith("bench: ") and "cases done" in line]
-    assert "2 passed" in proc.stdout and not _progress_lines(proc.stdout) and not others
+    everything = proc.stdout + written
+    others = [line for line in everything.splitlines() if line.startswith("bench: ") and "cases done" in line]
+    assert "2 passed" in proc.stdout and not _progress_lines(everything) and not others
     assert "bench: profile quick" in proc.stdout  # the run's first line, which is not a progress line

@@ -2,7 +2,8 @@
 file that cannot be used is a warning, never a crash.
 
 The identity is the one the real CPU run of the check in tests/data/gpu_check_cpu recorded in its results
-(`machine_info.identity`); the last test runs the check on this CPU and plans from what it measured.
+(`machine_info.identity`). A check run on this CPU, whose times plan the next check, is tests/test_gpu_check.py's
+budgeted run: one run of the check serves both.
 """
 
 from __future__ import annotations
@@ -110,25 +111,3 @@ def test_a_step_stopped_at_its_limit_is_not_learned_and_an_unwritable_cache_only
     _run(blocked, Finished(0, "", 11.0))
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith("warning: step times not kept")
-
-
-@pytest.mark.slow
-def test_a_real_cpu_run_keeps_its_times_under_its_results_identity_and_the_next_plan_uses_them(tmp_path):
-    out, cache = tmp_path / "out", tmp_path / "times"
-    proc = call_in_process(command.main, "--device", "cpu", "--only", "preflight,matmul", "--out", str(out),
-                           "--times-cache", str(cache))
-    assert proc.returncode in (0, 1), proc.tail()  # 1: a figure failed on this loaded box, not the check
-    [kept] = cache.glob("*.json")
-    document = json.loads(kept.read_text())
-    assert document["identity"] == json.loads((out / "matmul.json").read_text())["machine_info"]["identity"]
-    took = {row["step"]: float(row["value"].split(" s of an expected")[0])
-            for row in map(json.loads, (out / "rows.jsonl").read_text().splitlines())
-            if row["figure"] == "wall time, result"}
-    assert set(document["steps"]) == {"preflight", "matmul"} == set(took)
-    shown = call_in_process(command.main, "--plan", "--device", "cpu", "--times-cache", str(cache))  # plans only
-    assert shown.returncode == 0, shown.tail()
-    for name in ("preflight", "matmul"):
-        [line] = [line for line in shown.stdout.splitlines() if line.startswith(f"| {name} ")]
-        cells = [cell.strip() for cell in line.split("|")]
-        assert cells[4] == "measured" and abs(float(cells[3]) - took[name]) <= 1, line
-    assert "2 of them expected from times measured on this device" in shown.stdout
