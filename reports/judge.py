@@ -156,14 +156,11 @@ class Tracks:
     def current_level(self, rows: np.ndarray, night: int) -> tuple[np.ndarray, np.ndarray]:
         """The median of the last LEVEL_WINDOW counted nights of each row's level, up to `night` included: of the
         values judged (the run's shift taken out) and of the values as measured."""
-        out, measured = np.empty(len(rows)), np.empty(len(rows))
-        for i, row in enumerate(rows):
-            kept = self.in_level[row, self.start[row]:night + 1]
-            values = self.values[row, self.start[row]:night + 1][kept][-LEVEL_WINDOW:]
-            raw = self.raw[row, self.start[row]:night + 1][kept][-LEVEL_WINDOW:]
-            out[i] = np.median(values) if len(values) else self.level[row]
-            measured[i] = np.median(raw) if len(raw) else self.raw_level[row]
-        return out, measured
+        kept = self.in_level[rows, :night + 1] & (np.arange(night + 1) >= self.start[rows][:, None])
+        kept &= np.cumsum(kept[:, ::-1], axis=1)[:, ::-1] <= LEVEL_WINDOW  # all rows at once: a year, 300 cases
+        out, measured = (_nanmedian(np.where(kept, a[rows, :night + 1], np.nan)) for a in (self.values, self.raw))
+        none = ~kept.any(axis=1)
+        return np.where(none, self.level[rows], out), np.where(none, self.raw_level[rows], measured)
 
     def refer(self, rows: np.ndarray | int) -> None:
         """The current level of `rows` becomes their reference, judged and as measured (`raw_reference`: a case's
