@@ -237,18 +237,21 @@ def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     return paired(prepared(rows[rows["group"] == spec.group]), spec)
 
 
+def no_pairs() -> pd.DataFrame:
+    return pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "reasons", "doubt"])
+
+
 def paired(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """`pairs` of rows already `prepared`."""
-    empty = pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "reasons", "doubt"])
     rows = rows[rows["group"] == spec.group]
     if spec.layers and "layer" in rows:
         rows = rows[rows["layer"].astype(str).str.contains(spec.layers, regex=True)]
     if spec.axis not in rows or spec.figure not in rows or rows.empty:
-        return empty
+        return no_pairs()
     rows = rows[rows[spec.figure].notna() & rows[spec.axis].notna()]
     chosen = _resolve(list(rows[spec.axis].unique()), spec.baseline, spec.variant)
     if chosen is None:
-        return empty
+        return no_pairs()
     keys = [n for n in _param_names(rows) if n != spec.axis and n not in spec.ignore and n not in NOT_AXES]
     if not keys:
         keys = ["group"]
@@ -297,7 +300,7 @@ def summarized(found: pd.DataFrame, spec: Spec) -> Effect:
     baseline, variant = found.attrs.get("values", (spec.baseline or "off", spec.variant or "on"))
     scope = f" ({spec.layers} layers)" if spec.layers else ""
     comparison = f"{spec.group}{scope}: {spec.axis} {baseline} -> {variant}, {READING[spec.kind]}"
-    found = found[(found["baseline"] > 0) & (found["variant"] > 0)]
+    found = found[(found["baseline"] > 0) & (found["variant"] > 0)] if len(found) else found
     if found.empty:
         return Effect(spec.lever, comparison, None, None, None, 0)
     trusted = found[found["doubt"] == ""]
@@ -363,7 +366,8 @@ def effects(rows: pd.DataFrame) -> list[Effect]:
     """Every lever of the recipe for the rows of one device, measured or marked not measured."""
     ready = prepared(rows)
     by_group = dict(list(ready.groupby("group", sort=False)))  # each spec pairs the rows of its group only
-    measured = [summarized(paired(by_group.get(spec.group, ready.iloc[:0]), spec), spec) for spec in SPECS]
+    measured = [summarized(paired(by_group[spec.group], spec) if spec.group in by_group else no_pairs(), spec)
+                for spec in SPECS]
     return [*measured, bytes_per_param(rows), *distributed_effects(rows)]
 
 
