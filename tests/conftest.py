@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from tests.runs import run_bench
 
@@ -109,6 +110,17 @@ def small_pictures(monkeypatch) -> None:
         save(self, *args, **kwargs | {"dpi": TEST_DPI})
 
     monkeypatch.setattr(Figure, "savefig", small)
+
+
+@pytest.fixture
+def no_layout(monkeypatch) -> None:
+    """Every matplotlib figure a report saves is drawn without its layout engine (constrained layout: half of a
+    save), for tests that check what a command makes of its input (its exit code, its lines, its files), never
+    where an artist lies. The engine only moves the axes to fit the texts it measures, and every text it measures
+    is laid out again when the figure is drawn (the same text, mathtext and font code): an input whose text
+    breaks the layout breaks the drawing. Its one other outcome, a Python warning that it could not fit the axes,
+    is no line of the command's output."""
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, figure: None)
 
 
 @pytest.fixture
