@@ -27,7 +27,8 @@ from reports.format.load import load
 from tests.resultfiles import DATA
 from tests.runs import run_reports_in_process
 
-pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+# tests/conftest.py: what the reports say and draw, never a pixel nor where an artist lies
+pytestmark = pytest.mark.usefixtures("small_pictures", "no_layout")
 
 BUSY = DATA / "busy"
 # ... and the GPU check's matmul step run on the same box under load, whose plateau cases say `converged` beside a

@@ -21,7 +21,8 @@ from reports.plots import registry
 from reports.sections import systems
 from tests.resultfiles import DATA, RUN_A, read, write
 
-pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+# tests/conftest.py: what the reports say and draw, never a pixel nor where an artist lies
+pytestmark = pytest.mark.usefixtures("small_pictures", "no_layout")
 
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
 PNG = b"\x89PNG\r\n\x1a\n"
