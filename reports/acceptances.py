@@ -72,14 +72,21 @@ def of_paths(paths: list[str | Path]) -> list[Record]:
 
 
 def run_key(frame: pd.DataFrame, file: str) -> tuple:
-    row = frame[frame["file"] == file].iloc[0]
+    return key_of(frame[frame["file"] == file].iloc[0])
+
+
+def key_of(row: pd.Series) -> tuple:
+    """What an acceptance names its run by, read off one of the run's rows."""
     when = row["datetime"] if pd.notna(row["datetime"]) else None
     return row["machine_id"], when, row["commit"] if isinstance(row.get("commit"), str) else None
 
 
 def for_nights(records: list[Record], frame: pd.DataFrame, files: list[str]) -> list[judge.Acceptance]:
     """The acceptances of these nights (files in night order), by night index, for reports/judge.py."""
-    keys = {run_key(frame, f): i for i, f in enumerate(files)}
+    if not records:
+        return []
+    first = frame.drop_duplicates("file").set_index("file", drop=False)  # each night's first row, found at once
+    keys = {key_of(first.loc[f]): i for i, f in enumerate(files)}
     return [judge.Acceptance(keys[r.key()], r.reason, frozenset(r.cases) or None) for r in records
             if r.key() in keys]
 

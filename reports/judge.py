@@ -156,14 +156,11 @@ class Tracks:
     def current_level(self, rows: np.ndarray, night: int) -> tuple[np.ndarray, np.ndarray]:
         """The median of the last LEVEL_WINDOW counted nights of each row's level, up to `night` included: of the
         values judged (the run's shift taken out) and of the values as measured."""
-        out, measured = np.empty(len(rows)), np.empty(len(rows))
-        for i, row in enumerate(rows):
-            kept = self.in_level[row, self.start[row]:night + 1]
-            values = self.values[row, self.start[row]:night + 1][kept][-LEVEL_WINDOW:]
-            raw = self.raw[row, self.start[row]:night + 1][kept][-LEVEL_WINDOW:]
-            out[i] = np.median(values) if len(values) else self.level[row]
-            measured[i] = np.median(raw) if len(raw) else self.raw_level[row]
-        return out, measured
+        kept = self.in_level[rows, :night + 1] & (np.arange(night + 1) >= self.start[rows][:, None])
+        kept &= np.cumsum(kept[:, ::-1], axis=1)[:, ::-1] <= LEVEL_WINDOW  # all rows at once: a year, 300 cases
+        out, measured = (_nanmedian(np.where(kept, a[rows, :night + 1], np.nan)) for a in (self.values, self.raw))
+        none = ~kept.any(axis=1)
+        return np.where(none, self.level[rows], out), np.where(none, self.raw_level[rows], measured)
 
     def refer(self, rows: np.ndarray | int) -> None:
         """The current level of `rows` becomes their reference, judged and as measured (`raw_reference`: a case's
@@ -345,12 +342,13 @@ def _steps_between_values(window: np.ndarray) -> np.ndarray:
 
 
 def _nanmedian(a: np.ndarray) -> np.ndarray:
-    """Row medians ignoring NaN, NaN for a row with none (numpy warns there; the caller masks those rows)."""
+    """Row medians ignoring NaN, NaN for a row with none: np.nanmedian's figures, from one sort (NaN sorts last)
+    rather than a masked array per call, which made most of a night's judgement."""
     if a.shape[1] == 0:
         return np.full(a.shape[0], np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(a, axis=1)
+    counts, ordered, rows = np.sum(~np.isnan(a), axis=1), np.sort(a, axis=1), np.arange(a.shape[0])
+    low, high = ordered[rows, np.maximum(counts - 1, 0) // 2], ordered[rows, np.minimum(counts // 2, a.shape[1] - 1)]
+    return np.where(counts > 0, (low + high) / 2, np.nan)
 
 
 def pooled_noise(tracks: Tracks, night: int, raw: np.ndarray, shift: float, floor: float) -> float:

@@ -202,45 +202,70 @@ def case_doubt(row: pd.Series) -> tuple[str, ...]:
     return tuple(reasons + (["contended"] if trust.host_disturbed(row) else []))
 
 
-def figure(row: pd.Series, spec: Spec) -> float:
-    """The row's figure for the spec; a time, or a rate derived from one, is the run's level for the case (the
-    median of its round medians, reports/noise.py), so one odd round does not make the effect."""
-    value = float(row[spec.figure])
-    if spec.kind not in TIMED or not isinstance(row.get("median_s"), float) or not row["median_s"] > 0:
+# The columns `prepared` adds: each case's level, noise and doubt, which every spec of its group reads.
+CASE_COLUMNS = ("case_level", "case_noise", "case_doubt")
+
+
+def prepared(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows a lever can pair (measured `ok`, not a search that times each case at its own batch size), each
+    with its level (the median of its round medians, reports/noise.py, where it has a time), noise and doubt
+    (CASE_COLUMNS): worked out once per case, not once per spec (33 of them)."""
+    rows = rows[rows["status"] == "ok"] if "status" in rows else rows.iloc[:0]
+    if "lever" in rows:
+        rows = rows[~rows["lever"].isin(UNPAIRED_LEVERS)]
+    if "median_s" not in rows:
+        rows = rows.assign(median_s=np.nan)
+    found = [(noise.level(r) if isinstance(r["median_s"], float) and r["median_s"] > 0 else np.nan, case_noise(r),
+              case_doubt(r)) for _, r in rows.iterrows()]
+    columns = pd.DataFrame(found or None, index=rows.index, columns=list(CASE_COLUMNS))
+    return pd.concat([rows, columns.astype({"case_level": float, "case_noise": float})], axis=1)
+
+
+def figures(rows: pd.DataFrame, spec: Spec) -> pd.Series:
+    """The prepared rows' figures for the spec; a time, or a rate derived from one, is the run's level for the case
+    (the median of its round medians, reports/noise.py), so one odd round does not make the effect."""
+    value = rows[spec.figure].astype(float)
+    level = rows["case_level"]
+    if spec.kind not in TIMED:
         return value
-    level = noise.level(row)
-    return level if spec.figure == "median_s" else value * row["median_s"] / level
+    return (level if spec.figure == "median_s" else value * rows["median_s"] / level).where(level.notna(), value)
 
 
 def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """Baseline and variant figures of the cases that differ only in the spec's axis (one row per pair), with
     each side's noise (`baseline_noise`, `variant_noise`, log units) and the doubt about the pair (`doubt`)."""
-    empty = pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "reasons", "doubt"])
-    rows = rows[(rows["group"] == spec.group) & (rows.get("status") == "ok")]
-    if "lever" in rows:
-        rows = rows[~rows["lever"].isin(UNPAIRED_LEVERS)]
+    return paired(prepared(rows[rows["group"] == spec.group]), spec)
+
+
+def no_pairs() -> pd.DataFrame:
+    return pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "reasons", "doubt"])
+
+
+def paired(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
+    """`pairs` of rows already `prepared`."""
+    rows = rows[rows["group"] == spec.group]
     if spec.layers and "layer" in rows:
         rows = rows[rows["layer"].astype(str).str.contains(spec.layers, regex=True)]
     if spec.axis not in rows or spec.figure not in rows or rows.empty:
-        return empty
+        return no_pairs()
     rows = rows[rows[spec.figure].notna() & rows[spec.axis].notna()]
     chosen = _resolve(list(rows[spec.axis].unique()), spec.baseline, spec.variant)
     if chosen is None:
-        return empty
+        return no_pairs()
     keys = [n for n in _param_names(rows) if n != spec.axis and n not in spec.ignore and n not in NOT_AXES]
     if not keys:
         keys = ["group"]
     key_frame = rows[keys].astype(object).fillna("-").astype(str)  # a param another model lacks is a key too
     timed = spec.kind in TIMED
-    cases = pd.DataFrame({"figure": [figure(r, spec) for _, r in rows.iterrows()],
-                          "noise": [case_noise(r) if timed else 0.0 for _, r in rows.iterrows()],
-                          "doubt": [case_doubt(r) if timed else () for _, r in rows.iterrows()]}, index=rows.index)
+    cases = pd.DataFrame({"figure": figures(rows, spec), "noise": rows["case_noise"] if timed else 0.0,
+                          "doubt": rows["case_doubt"] if timed else [()] * len(rows)}, index=rows.index)
     sides = []
     for side, value in zip(("baseline", "variant"), chosen, strict=True):
         mask = rows[spec.axis] == value
-        grouped = cases[mask].groupby([key_frame.loc[mask, k] for k in keys])
+        grouped = cases[mask].groupby([key_frame.loc[mask, k].to_numpy() for k in keys])  # Series keys: slower
         sides.append(pd.DataFrame({side: grouped["figure"].median(), f"{side}_noise": grouped["noise"].max(),
-                                   f"{side}_doubt": grouped["doubt"].agg(lambda d: tuple(sorted(set().union(*d))))}))
+                                   f"{side}_doubt": grouped["doubt"].agg(lambda d: tuple(sorted(set().union(*d))))}
+                                  ).rename_axis(keys))
     found = pd.concat(sides, axis=1, join="inner")
     # each pair's reasons as a tuple (what `effect` names when every pair has one) and as the text a reader sees
     found["reasons"] = [tuple(dict.fromkeys((*b, *v))) for b, v in zip(found["baseline_doubt"],
@@ -267,11 +292,15 @@ def interval(logs: np.ndarray, errors: np.ndarray) -> tuple[float, float]:
 def effect(rows: pd.DataFrame, spec: Spec) -> Effect:
     """The geometric-mean effect of one spec over its trustworthy pairs (a time ratio is turned into a speed-up),
     with its interval and verdict (see the module docstring)."""
-    found = pairs(rows, spec)
+    return summarized(pairs(rows, spec), spec)
+
+
+def summarized(found: pd.DataFrame, spec: Spec) -> Effect:
+    """`effect` of the spec's pairs."""
     baseline, variant = found.attrs.get("values", (spec.baseline or "off", spec.variant or "on"))
     scope = f" ({spec.layers} layers)" if spec.layers else ""
     comparison = f"{spec.group}{scope}: {spec.axis} {baseline} -> {variant}, {READING[spec.kind]}"
-    found = found[(found["baseline"] > 0) & (found["variant"] > 0)]
+    found = found[(found["baseline"] > 0) & (found["variant"] > 0)] if len(found) else found
     if found.empty:
         return Effect(spec.lever, comparison, None, None, None, 0)
     trusted = found[found["doubt"] == ""]
@@ -335,7 +364,10 @@ def distributed_effects(rows: pd.DataFrame) -> list[Effect]:
 
 def effects(rows: pd.DataFrame) -> list[Effect]:
     """Every lever of the recipe for the rows of one device, measured or marked not measured."""
-    measured = [effect(rows, spec) for spec in SPECS]
+    ready = prepared(rows)
+    by_group = dict(list(ready.groupby("group", sort=False)))  # each spec pairs the rows of its group only
+    measured = [summarized(paired(by_group[spec.group], spec) if spec.group in by_group else no_pairs(), spec)
+                for spec in SPECS]
     return [*measured, bytes_per_param(rows), *distributed_effects(rows)]
 
 

@@ -20,6 +20,7 @@ either, and the shift is named instead of a list of cases.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,7 +122,7 @@ def last_noise(found: judge.Judgement, row: int) -> float:
 
 
 def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.DataFrame, cand: pd.Series,
-                  base: list[pd.Series], threshold_pct: float) -> Verdict:
+                  base: list[Mapping], threshold_pct: float) -> Verdict:
     """One case's verdict on the newest night of a history, from the judgement's outcome (module docstring)."""
     row, last = found.index(cand["case"]), found.nights - 1
     out = judge.outcome(found.tracks, row, last, found.threshold[row], found.shifts[last])
@@ -176,6 +177,21 @@ def night_verdict(found: judge.Judgement, nights_of: NightMatrix, frame: pd.Data
     return finish(verdict, base, cand, [f"candidate {why}" for why in trust.doubts(cand, True)])
 
 
+def base_rows(base: pd.DataFrame, cand: pd.DataFrame, files: list[str]) -> dict[str, list[Mapping]]:
+    """Each case the candidate shares with the history (in the candidate's order): its rows of the history, oldest
+    night first, each a dict of its fields (what a verdict reads of them, as of a row: a dict is a tenth of the
+    cost of a Series to make). One pass over the history's rows, not one lookup per case and night: a year of
+    nights of a few hundred cases is a hundred thousand rows."""
+    shared = base[base.index.isin(cand.index)]
+    night = shared["file"].map({file: i for i, file in enumerate(files)})
+    held = set(shared.index)
+    found: dict[str, list[Mapping]] = {case: [] for case in cand.index if case in held}
+    for case, row in zip(shared.index[order := np.argsort(night.to_numpy(), kind="stable")],
+                         shared.iloc[order].to_dict("records"), strict=True):
+        found[case].append(row)
+    return found
+
+
 def history_verdicts(base: pd.DataFrame, cand: pd.DataFrame, threshold_pct: float,
                      group_thresholds: dict[str, float], noise_floor_pct: float,
                      accepted: list[acceptances.Record]) -> tuple[list[Verdict], RunShift]:
@@ -184,10 +200,8 @@ def history_verdicts(base: pd.DataFrame, cand: pd.DataFrame, threshold_pct: floa
     found_nights = matrix(frame, [*night_order(base), str(cand["file"].iloc[0])])
     found = run(found_nights, threshold_pct, group_thresholds, noise_floor_pct,
                        acceptances.for_nights(accepted, frame, found_nights.files))
-    runs = {file: part for file, part in base.groupby("file", sort=False)}
     found_verdicts = []
-    for case in [c for c in cand.index if c in set(base.index)]:
-        rows = [runs[f].loc[case] for f in found_nights.files[:-1] if case in runs[f].index]
+    for case, rows in base_rows(base, cand, found_nights.files).items():
         found_verdicts.append(night_verdict(found, found_nights, frame, cand.loc[case], rows,
                                             group_thresholds.get(cand.loc[case, "group"], threshold_pct)))
     out = judge.outcome(found.shift, 0, found.nights - 1, float(np.median(found.threshold)))

@@ -109,15 +109,15 @@ def decide(base: pd.Series | list[pd.Series], cand: pd.Series, threshold_pct: fl
     return finish(verdict, base, cand, doubts)
 
 
-def pair_pool(runs: dict[str, pd.DataFrame], order: list[str], cand: pd.DataFrame) -> noise.Pooled | None:
+def pair_pool(rows: dict[str, list[pd.Series]], cands: dict[str, pd.Series]) -> noise.Pooled | None:
     """What all the cases shared by the candidate and the baseline run(s) say together (reports/noise.py
-    `Pooled`): their figures that can be judged (trust), as log ratios of levels."""
+    `Pooled`): their figures that can be judged (trust), as log ratios of levels. `rows`: each shared case's
+    baseline rows, `cands` its candidate row."""
     ratios = []
-    for case in cand.index.intersection(pd.Index([c for f in order for c in runs[f].index]).unique()):
-        rows = [runs[f].loc[case] for f in order if case in runs[f].index]
-        if any(trust.host_disturbed(r) or trust.flag(r, "throttled") for r in [*rows, cand.loc[case]]):
+    for case, base in rows.items():
+        if any(trust.host_disturbed(r) or trust.flag(r, "throttled") for r in [*base, cands[case]]):
             continue
-        ratios.append(math.log(noise.level(cand.loc[case])) - float(np.mean(np.log([noise.level(r) for r in rows]))))
+        ratios.append(math.log(noise.level(cands[case])) - float(np.mean(np.log([noise.level(r) for r in base]))))
     return noise.pooled(np.array(ratios))
 
 
@@ -143,11 +143,13 @@ def pair_verdicts(base: pd.DataFrame, cand: pd.DataFrame, threshold_pct: float, 
     """Every common case judged against one or two baseline runs, with the pooled noise and shift."""
     runs = {file: part for file, part in base.groupby("file", sort=False)}
     order = list(base.groupby("file")["datetime"].first().sort_values(kind="stable").index)
-    pool = pair_pool(runs, order, cand)
-    common = sorted(set(base.index) & set(cand.index), key=list(dict.fromkeys(base.index)).index)
-    found = [decide([runs[f].loc[case] for f in order if case in runs[f].index], cand.loc[case],
-                    group_thresholds.get(cand.loc[case, "group"], threshold_pct), alpha, noise_floor_pct, pool)
-             for case in common]
+    measured = set(cand.index)
+    common = [case for case in dict.fromkeys(base.index) if case in measured]  # in the baseline's order
+    rows = {case: [runs[f].loc[case] for f in order if case in runs[f].index] for case in common}
+    cands = {case: cand.loc[case] for case in common}  # each row looked up once, for the pool and the verdict
+    pool = pair_pool(rows, cands)
+    found = [decide(rows[case], cands[case], group_thresholds.get(cands[case]["group"], threshold_pct), alpha,
+                    noise_floor_pct, pool) for case in common]
     return found, pair_shift(pool, threshold_pct)
 
 

@@ -26,6 +26,7 @@ verdict's note says so: a change of clock explains a change of time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +78,7 @@ class RunShift:
         return self.status in (judge.MOVED, judge.UNDONE, judge.SLOWER)
 
 
-def clock_note(base: pd.Series, cand: pd.Series) -> str:
+def clock_note(base: Mapping, cand: Mapping) -> str:
     """`SM clock 1980 -> 1755 MHz (-11.4 %)` where both runs have a median SM clock and it moved enough to matter."""
     b, c = base.get("sm_clock_mhz"), cand.get("sm_clock_mhz")
     if not isinstance(b, int | float) or not isinstance(c, int | float) or not b > 0 or not np.isfinite(c):
@@ -86,7 +87,7 @@ def clock_note(base: pd.Series, cand: pd.Series) -> str:
     return f"SM clock {b:.0f} -> {c:.0f} MHz ({moved:+.1f} %)" if abs(moved) >= CLOCK_NOTE_PCT else ""
 
 
-def _contention(row: pd.Series) -> str:
+def _contention(row: Mapping) -> str:
     """`contended (share 35 %)` when the run measured the case under host contention, else ''; for a timer that
     holds the host out of its window (trust.host_disturbed), also that the contention does not count."""
     if not trust.flag(row, "contended"):
@@ -98,7 +99,7 @@ def _contention(row: pd.Series) -> str:
     return f"{text}, not counted: the {row.get('timer')} timer holds the host out"
 
 
-def _contention_note(verdict: Verdict, base: list[pd.Series], cand: pd.Series) -> str:
+def _contention_note(verdict: Verdict, base: list[Mapping], cand: pd.Series) -> str:
     """Name the contention of either side, and turn a change that host contention explains into `unsure`: only
     where the timer includes the host (trust.host_disturbed); a device-timed case keeps its verdict."""
     cand_busy, base_busy = _contention(cand), next((t for t in map(_contention, base) if t), "")
@@ -123,8 +124,9 @@ def not_judged(verdict: Verdict, doubts: list[str], cand: pd.Series) -> str:
     return ", ".join(reasons + doubts)
 
 
-def finish(verdict: Verdict, base: list[pd.Series], cand: pd.Series, doubts: list[str]) -> Verdict:
-    """What both ways of judging add: contention and clock notes, and why the gate cannot judge the case."""
+def finish(verdict: Verdict, base: list[Mapping], cand: pd.Series, doubts: list[str]) -> Verdict:
+    """What both ways of judging add: contention and clock notes, and why the gate cannot judge the case. `base`:
+    the baseline's rows of the case, Series or dicts of their fields (a history's, reports/nights.py)."""
     notes = (verdict.note, _contention_note(verdict, base, cand), clock_note(base[-1], cand))
     verdict.note = "; ".join(note for note in notes if note)
     verdict.not_judged = not_judged(verdict, doubts, cand) or verdict.not_judged

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from tests.runs import run_bench
 
@@ -100,15 +101,38 @@ def advise_rows() -> list:
 TEST_DPI = 20
 
 
-@pytest.fixture
-def small_pictures(monkeypatch) -> None:
-    """Every matplotlib figure a report saves is drawn at TEST_DPI, whatever dpi the report asks for."""
+def draw_small(patch: pytest.MonkeyPatch) -> None:
+    """While `patch` holds, every matplotlib figure a report saves is drawn at TEST_DPI, whatever dpi the report
+    asks for (`small_pictures`; a module's fixture uses it under its own pytest.MonkeyPatch.context())."""
     save = Figure.savefig
 
     def small(self, *args, **kwargs):
         save(self, *args, **kwargs | {"dpi": TEST_DPI})
 
-    monkeypatch.setattr(Figure, "savefig", small)
+    patch.setattr(Figure, "savefig", small)
+
+
+@pytest.fixture
+def small_pictures(monkeypatch) -> None:
+    """Every matplotlib figure a report saves is drawn at TEST_DPI, whatever dpi the report asks for."""
+    draw_small(monkeypatch)
+
+
+def draw_without_layout(patch: pytest.MonkeyPatch) -> None:
+    """While `patch` holds, every matplotlib figure a report saves is drawn without its layout engine (`no_layout`)."""
+    patch.setattr(ConstrainedLayoutEngine, "execute", lambda self, figure: None)
+
+
+@pytest.fixture
+def no_layout(monkeypatch) -> None:
+    """Every matplotlib figure a report saves is drawn without its layout engine (constrained layout, a tenth of a
+    page's time), for tests that check what a command makes of its input (its exit code, its lines, its files, the
+    data behind a picture), never where an artist lies or what a tick reads (the ticks an axis gets depend on its
+    size). The engine only moves the axes to fit the texts it measures, and every text it measures is laid out
+    again when the figure is drawn (the same text, mathtext and font code): an input whose text breaks the layout
+    breaks the drawing. Its one other outcome, a Python warning that it could not fit the axes, is no line of the
+    command's output."""
+    draw_without_layout(monkeypatch)
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ from reports.plots import registry
 from reports.sections import systems
 from tests.resultfiles import DATA, RUN_A, read, write
 
-pytestmark = pytest.mark.usefixtures("small_pictures")  # tests/conftest.py: content, not pixels
+# tests/conftest.py: what the reports say and draw, never a pixel nor where an artist lies
+pytestmark = pytest.mark.usefixtures("small_pictures", "no_layout")
 
 RUN_1THREAD = DATA / "run_cpu_quick_1thread.json"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -121,7 +122,16 @@ def test_lever_intervals_come_from_the_cases_rounds_and_widen_with_their_noise()
     assert loud.ci_high / loud.ci_low > levers.WIDE_FACTOR and loud.uncertain
 
 
-def test_html_page_is_self_contained_escaped_and_complete(tmp_path, capsys):
+def test_html_page_is_self_contained_escaped_and_complete_and_a_failing_plotter_costs_it_only_its_own_plots(
+        tmp_path, monkeypatch, capsys):
+    class Broken:
+        __name__ = "reports.plot_broken"
+
+        @staticmethod
+        def plots(frame, outdir):
+            raise KeyError("pass")
+
+    monkeypatch.setattr(registry, "PLOTTERS", [*registry.PLOTTERS, Broken()])
     hostile = read(RUN_A)
     hostile["benchmarks"][0]["params"]["layer"] = "<script>alert(1)</script>"
     hostile["benchmarks"][0]["extra_info"]["case"] = "matmul/<b>bold</b>&co"
@@ -136,6 +146,9 @@ def test_html_page_is_self_contained_escaped_and_complete(tmp_path, capsys):
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert images and all(base64.b64decode(data)[:8] == PNG for data in images)
     assert "src=\"plots/" not in page and "not measured" in page
+    assert "<b>Plot failed</b>: reports.plot_broken: KeyError: &#x27;pass&#x27;" in page
+    assert "hardware_matmul.png" in page  # the rest of the report stands
+    assert "reports.plot_broken" in capsys.readouterr().err
 
 
 def test_html_of_a_single_run_has_no_side_by_side(tmp_path):
@@ -189,22 +202,6 @@ def test_largest_batch_searches_are_never_paired():
     assert checkpoint and all(e.pairs == 0 for e in checkpoint)
     with_search_only = rows[rows["lever"] == "max_batch"]
     assert all(levers.pairs(with_search_only, spec).empty for spec in levers.SPECS)
-
-
-def test_a_failing_plotter_costs_the_page_only_its_own_plots(tmp_path, monkeypatch, capsys):
-    class Broken:
-        __name__ = "reports.plot_broken"
-
-        @staticmethod
-        def plots(frame, outdir):
-            raise KeyError("pass")
-
-    monkeypatch.setattr(registry, "PLOTTERS", [*registry.PLOTTERS, Broken()])
-    assert main(["html", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path)]) == 0
-    page = (tmp_path / "index.html").read_text()
-    assert "<b>Plot failed</b>: reports.plot_broken: KeyError: &#x27;pass&#x27;" in page
-    assert "hardware_matmul.png" in page  # the rest of the report stands
-    assert "reports.plot_broken" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["html", "history", "hardware"])
@@ -278,10 +275,10 @@ def test_an_incomplete_run_says_so_on_the_page_in_its_plots_and_beside_the_hardw
 BUSY_OPS = DATA / "busy" / "ops_cpu_quick_contended.json"  # matmul and conv quick beside two `yes` processes
 
 
-def test_a_run_taken_on_a_busy_host_makes_the_page_and_the_hardware_plots(tmp_path, capsys):
+def test_a_run_taken_on_a_busy_host_makes_the_hardware_plots_and_its_levers_say_why(tmp_path, capsys):
     """The real busy run: every pair of every lever has a case contended and unconverged (doubts of two words
-    and several reasons per case once crashed the page), and the levers say so instead."""
-    assert main(["html", str(BUSY_OPS), "-o", str(tmp_path / "page")]) == 0
+    and several reasons per case once crashed the page), and the levers say so instead. (Its page is made, and
+    read, in tests/test_busy_reports.py, with every busy run's.)"""
     assert main(["hardware", str(BUSY_OPS), str(RUN_A), "-o", str(tmp_path / "hw")]) == 0
     capsys.readouterr()
     measured = [e for e in levers.effects(load([BUSY_OPS])) if e.pairs]

@@ -18,16 +18,20 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from reports import acceptances, timeline
+from reports import acceptances, history_html, timeline
 from reports.__main__ import main
 from reports.format.load import load
-from reports.history_html import NEWS_ORDER, anchor, build
+from reports.history_html import NEWS_ORDER, History, anchor, build
 from reports.nights import levels as run_levels
 from reports.noise import level
 from reports.plots import levels, style
 from reports.text import file_stem
+from tests.conftest import draw_small, draw_without_layout
 from tests.histories import KILLED_JOURNAL, QUICK, STOPPED, Nights, night, real_runs, steady_case
 from tests.resultfiles import DATA, ROUNDS_A, ROUNDS_B, only, read, write
+
+# tests/conftest.py: the data behind each picture and the page's text, never a pixel nor where an artist lies
+pytestmark = pytest.mark.usefixtures("small_pictures", "no_layout")
 
 NIGHTS, STEP_NIGHT, SPIKE_NIGHT, KILLED_NIGHT, STOPPED_NIGHT = 14, 9, 5, 6, 11
 STEP = steady_case(real_runs(), "matmul")  # 1.02x across the three real runs
@@ -59,10 +63,23 @@ def nights(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def page(nights, tmp_path_factory) -> dict:
-    """The page over the history, as the command writes it (tens of seconds), and the data it drew."""
+    """The page over the history, as the command writes it (tens of seconds), and the data it drew: the History
+    the command built (history_html.build, recorded as it returns). Its pictures are drawn small and without a
+    layout engine (tests/conftest.py): the tests read the data behind each picture and the page's text, never a
+    pixel, and the history's pictures have fixed axes (plots/levels.py Canvas)."""
     out = tmp_path_factory.mktemp("page")
-    assert main(["html", str(nights["runs"]), "-o", str(out)]) == 0
-    history = build(load([nights["runs"]], samples=False), [])
+    built = []
+
+    def recorded(*args, **kwargs) -> History:
+        built.append(build(*args, **kwargs))
+        return built[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        draw_small(patch)
+        draw_without_layout(patch)
+        patch.setattr(history_html, "build", recorded)
+        assert main(["html", str(nights["runs"]), "-o", str(out)]) == 0
+    (history,) = built
     return {"html": (out / "index.html").read_text(), "history": history, "trends": history.trends,
             "out": out}
 
@@ -292,10 +309,16 @@ def test_few_runs_keep_the_page_as_it_was(tmp_path):
 
 
 def test_history_o_draws_the_same_pictures_and_names_a_single_run_group(nights, tmp_path, capsys):
-    assert main(["history", str(nights["runs"]), "-o", str(tmp_path)]) == 0
+    """`history -o` over the step's suite on its machine and the one run of the third machine (every suite's
+    pictures of every machine are the page's, above): the step's own figure, and a line for each suite with a
+    single run instead of a picture."""
+    runs = tmp_path / "runs"
+    Nights(real_runs(), NIGHTS, steps={STEP: (STEP_NIGHT, 1.25)}, groups=MATMUL).write(runs, "a")
+    shutil.copy(nights["runs"] / f"c{NIGHTS - 1:03d}.json", runs)
+    assert main(["history", str(runs), "-o", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "collectives on AMD EPYC (1 thread) x 2 ranks: one run (c013.json), no trend to draw" in out
-    names = [p.name for p in tmp_path.glob("*.png")]
+    names = [p.name for p in (tmp_path / "out").glob("*.png")]
     assert f"history_step_{file_stem('AMD EPYC (2 threads)', STEP)}.png" in names
     assert not any("collectives" in n for n in names)
     found = timeline.trends(load([nights["runs"]], samples=False))
