@@ -242,11 +242,15 @@ def no_pairs() -> pd.DataFrame:
 
 
 def paired(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
-    """`pairs` of rows already `prepared`."""
-    rows = rows[rows["group"] == spec.group]
+    """`pairs` of the spec's group's rows, already `prepared`: the columns a pair reads taken first, so that each
+    spec filters these and not every column of the results."""
+    if spec.axis not in rows or spec.figure not in rows:
+        return no_pairs()
+    read = [*_param_names(rows), spec.axis, spec.figure, "group", "layer", "param_names", "median_s", *CASE_COLUMNS]
+    rows = rows[[c for c in dict.fromkeys(read) if c in rows]]
     if spec.layers and "layer" in rows:
         rows = rows[rows["layer"].astype(str).str.contains(spec.layers, regex=True)]
-    if spec.axis not in rows or spec.figure not in rows or rows.empty:
+    if rows.empty:
         return no_pairs()
     rows = rows[rows[spec.figure].notna() & rows[spec.axis].notna()]
     chosen = _resolve(list(rows[spec.axis].unique()), spec.baseline, spec.variant)

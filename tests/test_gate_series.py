@@ -20,8 +20,10 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from reports import nights, timeline
@@ -30,7 +32,7 @@ from reports.format import strict_json
 from reports.format.load import load
 from reports.gate import FAILED, PASSED, gate_status
 from reports.history_html import build
-from tests.nightly_replay import SERIES, replay, score
+from tests.nightly_replay import SERIES, Night, replay, score
 from tests.resultfiles import DATA, dated, measured, scale_entry, write
 
 TEMPLATE = DATA / "quick_rounds3_partial.json"
@@ -38,14 +40,26 @@ LABELS = json.loads((SERIES / "labels.json").read_text())
 FOLDERS = sorted(p.name for p in SERIES.iterdir() if p.is_dir())
 
 
+@dataclass
+class Replayed:
+    """One real series, replayed once per module: the gate's nights, and the series as `history` reads it."""
+
+    name: str
+    nights: list[Night]  # the gate's answer on each night, judged against the nights before it
+    frame: pd.DataFrame
+    trends: dict[str, timeline.Trend]  # by case
+
+
 @pytest.fixture(scope="module", params=FOLDERS)
-def replayed(request):
+def replayed(request) -> Replayed:
     folder = SERIES / request.param
-    return request.param, replay(folder, strict=False), folder
+    frame = load(sorted(folder.glob("*.json")), samples=False)
+    return Replayed(request.param, replay(folder, strict=False), frame,
+                    {t.case: t for t in timeline.trends(frame)})
 
 
 def test_a_real_series_fails_for_no_blip_and_for_every_step_that_holds(replayed):
-    name, found, _ = replayed
+    name, found = replayed.name, replayed.nights
     scored = score(name, found, LABELS[name])
     assert len(scored.false_alarms) <= len(found) / 20, scored.false_alarms
     void = {n.number for n in found if n.shift == "moved"}
@@ -60,9 +74,7 @@ def test_the_gate_history_and_the_page_name_the_same_steps(replayed):
     """Every case the gate failed on, night by night, is a slower step of `history` and the history page (the one
     judgement replayed over every night), started within the nights before the failure: the same steps. (The
     second night of a machine is an A/B pair, judged against its one earlier run, before there is a history.)"""
-    _, found, folder = replayed
-    frame = load(sorted(folder.glob("*.json")), samples=False)
-    trends = {t.case: t for t in timeline.trends(frame)}
+    found, frame, trends = replayed.nights, replayed.frame, replayed.trends
     page = build(frame, [])
     assert {t.case: t.steps for t in page.trends} == {case: t.steps for case, t in trends.items()}
     for trend in trends.values():  # the level the page draws jumps at each step by the change its label names
@@ -175,9 +187,7 @@ def test_history_names_every_labelled_step_where_a_person_sees_it(replayed):
     (tensordict's test_unlock_nested goes +17 % on night 19, back on 23, +16 % again on 30). A return on a night
     the whole run moved half the threshold is partly the machine's, and named only where the case's own part is
     beyond the threshold."""
-    name, _, folder = replayed
-    frame = load(sorted(folder.glob("*.json")), samples=False)
-    trends = {t.case: t for t in timeline.trends(frame)}
+    name, frame, trends = replayed.name, replayed.frame, replayed.trends
     labels = LABELS[name]["steps"]
     wide = nights.matrix(frame[frame["median_s"] > 0]).levels
     moved = np.nanmedian(np.log(wide[:, 1:] / wide[:, :-1]), axis=0)  # the whole run's move into each night

@@ -150,15 +150,16 @@ def _history_dir(folder: Path) -> Path:
 
 
 def test_no_tick_label_of_any_figure_shows_mathtext_source(drawn, tmp_path, capsys):
-    """Every figure of `plot`, `html` (hardware and lever pictures included), `hardware -o` and `history -o`,
-    drawn from real runs: log axes label their ticks with rendered powers, never `$\\mathdefault{10^{0}}$`. The
-    page of the two systems embeds every picture, the devices side by side among them."""
-    runs = [RUN, RUN_1THREAD, DATA / "batch_size_cpu_quick.json", DATA / "run_cpu_quick_rounds.json"]
+    """Every figure of `plot`, `html` and `history -o`, drawn from real runs: log axes label their ticks with
+    rendered powers, never `$\\mathdefault{10^{0}}$`. The page of the two systems draws the 1-thread run's pictures
+    with `plot`'s plotters, and its devices side by side are `hardware -o`'s pictures of the same two runs (the same
+    rows, reports/sections/systems.py, drawn by the same functions; the command itself draws them in
+    tests/test_hardware_html.py); the page embeds every picture."""
+    runs = [RUN, DATA / "batch_size_cpu_quick.json", DATA / "run_cpu_quick_rounds.json"]
     assert main(["plot", *map(str, runs), "-o", str(tmp_path / "plots")]) == 0
     assert main(["html", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path / "html")]) == 0
     embeds_the_pictures((tmp_path / "html" / "index.html").read_text(),
                         {"matmul-", "roofline-", "hardware-levers", "hardware_matmul"}, peaks=False)
-    assert main(["hardware", str(RUN_A), str(RUN_1THREAD), "-o", str(tmp_path / "hw")]) == 0
     assert main(["history", str(_history_dir(tmp_path / "runs")), "-o", str(tmp_path / "history")]) == 0
     names = {Path(p).name for p in tmp_path.rglob("*.png")}
     for prefix in ("roofline-", "matmul-", "conv-", "batch_size_", "hardware-levers", "hardware_matmul",
