@@ -157,7 +157,7 @@ class Tracks:
         """The median of the last LEVEL_WINDOW counted nights of each row's level, up to `night` included: of the
         values judged (the run's shift taken out) and of the values as measured."""
         kept = self.in_level[rows, :night + 1] & (np.arange(night + 1) >= self.start[rows][:, None])
-        kept &= np.cumsum(kept[:, ::-1], axis=1)[:, ::-1] <= LEVEL_WINDOW  # all rows at once: a year, 300 cases
+        kept &= np.cumsum(kept[:, ::-1], axis=1)[:, ::-1] <= LEVEL_WINDOW  # the last ones; every row at once
         out, measured = (_nanmedian(np.where(kept, a[rows, :night + 1], np.nan)) for a in (self.values, self.raw))
         none = ~kept.any(axis=1)
         return np.where(none, self.level[rows], out), np.where(none, self.raw_level[rows], measured)
@@ -343,7 +343,7 @@ def _steps_between_values(window: np.ndarray) -> np.ndarray:
 
 def _nanmedian(a: np.ndarray) -> np.ndarray:
     """Row medians ignoring NaN, NaN for a row with none: np.nanmedian's figures, from one sort (NaN sorts last)
-    rather than a masked array per call, which made most of a night's judgement."""
+    rather than its masked array, several times slower on the small matrices of a night."""
     if a.shape[1] == 0:
         return np.full(a.shape[0], np.nan)
     counts, ordered, rows = np.sum(~np.isnan(a), axis=1), np.sort(a, axis=1), np.arange(a.shape[0])

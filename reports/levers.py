@@ -238,6 +238,7 @@ def pairs(rows: pd.DataFrame, spec: Spec) -> pd.DataFrame:
 
 
 def no_pairs() -> pd.DataFrame:
+    """The pairs of a spec the rows hold none of."""
     return pd.DataFrame(columns=["baseline", "variant", "baseline_noise", "variant_noise", "reasons", "doubt"])
 
 

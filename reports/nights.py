@@ -78,13 +78,22 @@ def matrix(frame: pd.DataFrame, order: list[str] | None = None) -> NightMatrix:
                           "level": frame["level_s"] if "level_s" in frame else levels(frame),
                           "usable": frame["usable"] if "usable" in frame else figures_usable(frame)})
     cases = list(dict.fromkeys(table["case"]))
-    wide = table.pivot_table(index="case", columns="file", values="level", aggfunc="first").reindex(
-        index=cases, columns=order)
-    usable = table.pivot_table(index="case", columns="file", values="usable", aggfunc="first").reindex(
-        index=cases, columns=order)
     groups = table.drop_duplicates("case").set_index("case")["group"].reindex(cases)
-    return NightMatrix(cases, order, wide.to_numpy(dtype=float), usable.fillna(False).to_numpy(dtype=bool),
-                  [g if isinstance(g, str) else None for g in groups])
+    return NightMatrix(cases, order, spread(table, "level", cases, order, np.nan),
+                       spread(table, "usable", cases, order, False),
+                       [g if isinstance(g, str) else None for g in groups])
+
+
+def spread(table: pd.DataFrame, column: str, cases: list[str], order: list[str], missing: float | bool) -> np.ndarray:
+    """The column as cases x nights: each cell the first value of its case and file that is not missing
+    (`missing` where there is none), as a pivot table of `first` has it, written in one assignment: a cell's rows
+    are written last to first, so the first is the one that stays."""
+    values = table[column].to_numpy(dtype=type(missing))
+    row, night = pd.Index(cases).get_indexer(table["case"]), pd.Index(order).get_indexer(table["file"])
+    keep = (night >= 0) & pd.notna(values)
+    out = np.full((len(cases), len(order)), missing, dtype=type(missing))
+    out[row[keep][::-1], night[keep][::-1]] = values[keep][::-1]
+    return out
 
 
 def thresholds(found: NightMatrix, threshold_pct: float, group_thresholds: dict[str, float] | None) -> np.ndarray:

@@ -23,6 +23,7 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
+from reports.plots import levels
 from tests.runs import run_bench
 
 
@@ -103,13 +104,18 @@ TEST_DPI = 20
 
 def draw_small(patch: pytest.MonkeyPatch) -> None:
     """While `patch` holds, every matplotlib figure a report saves is drawn at TEST_DPI, whatever dpi the report
-    asks for (`small_pictures`; a module's fixture uses it under its own pytest.MonkeyPatch.context())."""
-    save = Figure.savefig
+    asks for, the history page's small multiples too (their canvas, reports/plots/levels.py, encodes its own PNGs)
+    (`small_pictures`; a module's fixture uses it under its own pytest.MonkeyPatch.context())."""
+    save, canvas = Figure.savefig, levels.Canvas.__init__
 
     def small(self, *args, **kwargs):
         save(self, *args, **kwargs | {"dpi": TEST_DPI})
 
+    def small_canvas(self, size: tuple[float, float] = levels.PANEL_SIZE, dpi: int = TEST_DPI) -> None:
+        canvas(self, size, TEST_DPI)
+
     patch.setattr(Figure, "savefig", small)
+    patch.setattr(levels.Canvas, "__init__", small_canvas)
 
 
 @pytest.fixture

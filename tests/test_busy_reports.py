@@ -208,6 +208,7 @@ def test_html_counts_and_shades_the_disturbed_cases_and_draws_them_hollow_or_hat
     results = page[page.index("<h2>Results</h2>"):]
     assert results.count("<tr class=disturbed>") == want.disturbed
     assert re.findall(r'alt="[^"]+\.png"', page)
+    assert "Devices side by side" not in page  # a single run
     written = list((tmp_path / "plots").rglob("*.png"))
     assert written and all(p.read_bytes().startswith(PNG) for p in written)
     keys = [t.get_text() for f in drawn for leg in [*f.legends, *(ax.get_legend() for ax in f.axes)] if leg

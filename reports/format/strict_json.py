@@ -67,6 +67,21 @@ def encode(value: Any) -> tuple[Any, list[dict[str, str]]]:
     return walk(value, []), found
 
 
+class _NumpyScalar(Exception):
+    """A numpy scalar json cannot encode (float32, int64, bool_): the document is walked, which writes its number."""
+
+
+def _unless_numpy(default: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    """json's `default` for a first pass: a numpy scalar stops it, anything else is what `default` makes of it."""
+    def fallback(value: Any) -> Any:
+        if type(value).__module__ == "numpy":
+            raise _NumpyScalar
+        if default is None:
+            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+        return default(value)
+    return fallback
+
+
 def dumps(document: dict, default: Callable[[Any], Any] | None = repr, **kwargs: Any) -> str:
     """`document` as strict JSON: non-finite floats written as null and listed under its top-level `nonfinite`.
 
@@ -75,6 +90,10 @@ def dumps(document: dict, default: Callable[[Any], Any] | None = repr, **kwargs:
     """
     if not isinstance(document, dict):
         raise TypeError(f"a strict JSON document is an object, not {type(document).__name__}")
+    try:  # nothing to replace (every float finite, no numpy scalar): json's own pass, in C, writes it as it is
+        return json.dumps(document, allow_nan=False, default=_unless_numpy(default), **kwargs)
+    except (ValueError, _NumpyScalar):
+        pass
     clean, found = encode(document)
     if found:  # first (after schema_version), so that a reader streaming the entries knows them in time
         earlier = _listed(clean.pop(NONFINITE, None))
