@@ -21,9 +21,7 @@ from suites.core.runner import CaseResult
 from suites.core.stopping import StopRule
 from suites.harness.bench_session import BenchSession
 from tests.runs import run_bench_in_process, run_guest_in_process
-from tests.single_thread import frozen_heap, one_thread  # noqa: F401  (the fixtures, used below)
-
-pytestmark = pytest.mark.usefixtures("frozen_heap")  # the searches' measurements collect as a run's do
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
 CPU = torch.device("cpu")
 RULE = StopRule(min_samples=3, min_time_s=0.0, target_rel_iqr=1.0, timeout_s=0.2, warmup_s=0.0)

@@ -15,9 +15,9 @@ from suites.training import batch_size
 from suites.training.batch_size import Fit, largest_batch, try_batch
 from suites.training.model_spec import ModelSpec
 from tests.runs import ROOT, run_bench, run_bench_in_process, run_pytest_in_process, run_reports_in_process
-from tests.single_thread import frozen_heap, one_thread  # noqa: F401  (the fixtures, used below)
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
-pytestmark = pytest.mark.usefixtures("one_thread", "frozen_heap")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 CPU = torch.device("cpu")
 GPT = ModelSpec("gpt", "tiny")

@@ -3,6 +3,7 @@
 import gc
 import sys
 import types
+import weakref
 
 import pytest
 import torch
@@ -13,7 +14,17 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture
-def frozen_run():
+def host_without_freeze():
+    """A process that froze nothing of its own, as a user's pytest is: this test session's freeze (tests/conftest.py)
+    given back to the collector for the test, and made again after it."""
+    gc.unfreeze()
+    yield
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture
+def frozen_run(host_without_freeze):
     """The run's freeze as the plugin makes it at its first case, given back afterwards as at the run's end."""
     memory.freeze_long_lived()
     yield
@@ -42,9 +53,8 @@ def test_what_a_cases_imports_made_is_frozen_at_the_next_release_and_nothing_els
         del sys.modules[name]
 
 
-def test_a_release_outside_a_run_freezes_nothing():
+def test_a_release_outside_a_run_freezes_nothing(host_without_freeze):
     """The collector is the process's own when no run froze it (the plugin is a guest): a release only collects."""
-    memory.thaw()
     name = "a_module_imported_outside_a_run"
     sys.modules[name] = types.ModuleType(name)
     try:
@@ -52,3 +62,26 @@ def test_a_release_outside_a_run_freezes_nothing():
         assert gc.get_freeze_count() == 0
     finally:
         del sys.modules[name]
+
+
+def test_a_host_that_froze_its_heap_keeps_its_freeze_through_a_run():
+    """This test session froze its heap after collecting (tests/conftest.py), as a server that forks workers does: a
+    run in it freezes nothing (not even what its cases import) and thaws nothing, since gc.unfreeze would give the
+    host's objects back with the run's; its releases still collect what the cases made."""
+    before = gc.get_freeze_count()
+    assert before > 100_000
+    memory.freeze_long_lived()
+    assert memory.FROZEN.modules == 0 and gc.get_freeze_count() == before
+    name = "a_module_a_case_imported_in_a_frozen_host"
+    sys.modules[name] = types.ModuleType(name)
+    try:
+        garbage = types.ModuleType("garbage")
+        garbage.itself = garbage  # a cycle only a collection frees
+        freed = weakref.ref(garbage)
+        del garbage
+        memory.release(CPU)
+        assert gc.get_freeze_count() == before and freed() is None
+    finally:
+        del sys.modules[name]
+    memory.thaw()
+    assert gc.get_freeze_count() == before

@@ -8,10 +8,10 @@ from suites.core import reuse
 from suites.core.profiles import SMOKE
 from suites.core.runner import execute
 from suites.ops import attention, conv, matmul
-from tests.single_thread import frozen_heap, one_thread  # noqa: F401  (the fixtures, used below)
+from tests.single_thread import one_thread  # noqa: F401  (the fixture, used below)
 
-# beside the other worker's torch: 22 s on two threads, 16 s on one; 2 s with the heap frozen as a run freezes it
-pytestmark = pytest.mark.usefixtures("one_thread", "frozen_heap")
+# beside the other worker's torch: 22 s on two threads, 16 s on one; 2 s with the heap frozen (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 CPU = torch.device("cpu")
 

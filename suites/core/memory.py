@@ -40,7 +40,7 @@ def cpu_memory_info(fn: Callable[[], object], device: torch.device) -> dict:
 
 @dataclass
 class Frozen:
-    """How many modules were imported when the long-lived objects were last frozen (0: not frozen)."""
+    """How many modules were imported when the run last froze its long-lived objects (0: the run froze nothing)."""
 
     modules: int = 0
 
@@ -53,7 +53,13 @@ def freeze_long_lived() -> None:
     objects) out of the collector's sight (`gc.freeze`), so that each `release` after a case walks only what was
     made since: a full collection over a process that imported torch and collected a thousand cases walks 200 000
     objects (0.15-0.45 s on a 2-core host; 2-4 min over the full sweep), one after `freeze` walks the case's
-    own. What `release` frees is the same: cyclic garbage is made by the cases, after the freeze."""
+    own. What `release` frees is the same: cyclic garbage is made by the cases, after the freeze.
+
+    A host that froze its own heap before the run (a test session, a server that forks workers) keeps the collector
+    as it set it: the run freezes nothing and so thaws nothing, since `gc.unfreeze` cannot give back the run's
+    objects alone; what the host froze is out of the collections' sight already."""
+    if gc.get_freeze_count():
+        return
     gc.collect()
     freeze_survivors()
 
@@ -65,9 +71,11 @@ def freeze_survivors() -> None:
 
 
 def thaw() -> None:
-    """Give the frozen objects back to the collector (the end of a run: the plugin is a guest in the process)."""
-    gc.unfreeze()
-    FROZEN.modules = 0
+    """Give what the run froze back to the collector (the end of a run: the plugin is a guest in the process); a
+    host's own freeze stays (`freeze_long_lived`)."""
+    if FROZEN.modules:
+        gc.unfreeze()
+        FROZEN.modules = 0
 
 
 def release(device: torch.device) -> None:
