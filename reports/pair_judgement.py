@@ -49,8 +49,8 @@ def evidence(row: pd.Series) -> int | None:
     samples = row.get("samples_s")
     if isinstance(samples, list):
         return len(samples)
-    count = row.get("rounds")  # pytest-benchmark's count of samples, also in files without raw `data`
-    return int(count) if isinstance(count, int | float) and math.isfinite(count) else None
+    count = trust.number(row.get("rounds"))  # pytest-benchmark's count of samples, also in files without raw `data`
+    return None if count is None else int(count)
 
 
 def _thin(base: list[pd.Series], cand: pd.Series) -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from reports import judge
@@ -80,8 +79,8 @@ class RunShift:
 
 def clock_note(base: Mapping, cand: Mapping) -> str:
     """`SM clock 1980 -> 1755 MHz (-11.4 %)` where both runs have a median SM clock and it moved enough to matter."""
-    b, c = base.get("sm_clock_mhz"), cand.get("sm_clock_mhz")
-    if not isinstance(b, int | float) or not isinstance(c, int | float) or not b > 0 or not np.isfinite(c):
+    b, c = trust.number(base.get("sm_clock_mhz")), trust.number(cand.get("sm_clock_mhz"))
+    if b is None or c is None or not b > 0:
         return ""
     moved = (c / b - 1) * 100
     return f"SM clock {b:.0f} -> {c:.0f} MHz ({moved:+.1f} %)" if abs(moved) >= CLOCK_NOTE_PCT else ""

@@ -17,6 +17,7 @@ from reports.format.load import load
 from reports.gate import NOT_JUDGED, gate_status
 from reports.noise import level
 from reports.pair_judgement import decide
+from reports.verdicts import clock_note
 from suites.observers.telemetry import Sample, summarize
 from tests.resultfiles import (
     DATA,
@@ -444,6 +445,32 @@ def test_a_one_sample_candidate_three_times_slower_is_too_thin_and_not_judged(tm
     stats.update(data=stats["data"][:1], rounds=1)
     result = compare(load([RUN_A]), load([write(same, tmp_path / "same.json")]))
     assert not next(v for v in result.verdicts if v.case == case).not_judged
+
+
+def test_a_one_sample_candidate_in_another_projects_file_without_raw_samples_is_too_thin(tmp_path):
+    """pb4_other_project.json (another project's pytest-benchmark 4 file, tests/test_load.py) keeps no raw samples:
+    only pytest-benchmark's `rounds` says how many there were, an integer in every row, which the frame holds as
+    numpy integers. A candidate of one sample, three times slower, rests on too little to judge."""
+    data = read(DATA / "pb4_other_project.json")
+    entry = data["benchmarks"][0]
+    assert "data" not in entry["stats"]
+    one = entry["stats"]["median"] * 3
+    entry["stats"].update(rounds=1, median=one, mean=one, min=one, max=one, q1=one, q3=one, iqr=0.0, stddev=0.0,
+                          ld15iqr=one, hd15iqr=one, ops=1 / one, total=one)
+    candidate = load([write(data, tmp_path / "thin.json")])
+    assert candidate["rounds"].dtype.kind == "i"
+    verdict = next(v for v in compare(load([DATA / "pb4_other_project.json"]), candidate).verdicts
+                   if v.case.endswith(entry["name"]))
+    assert verdict.verdict == "unsure" and verdict.thin and verdict.not_judged == "too thin"
+    assert verdict.note.startswith("too thin to judge (candidate 1 sample; at least 3 needed)")
+
+
+def test_a_clock_change_is_named_whatever_the_type_of_number_the_frame_holds():
+    """A column of integer clocks in every row gives numpy integers; they are clocks as Python's numbers are."""
+    for base, cand in [(1980, 1410), (np.int64(1980), np.int64(1410)), (1980.0, np.float32(1410))]:
+        assert clock_note({"sm_clock_mhz": base}, {"sm_clock_mhz": cand}) == "SM clock 1980 -> 1410 MHz (-28.8 %)"
+    for missing in [None, True, "1410", float("nan")]:
+        assert clock_note({"sm_clock_mhz": 1980}, {"sm_clock_mhz": missing}) == ""
 
 
 @pytest.mark.parametrize("bad", [float("inf"), -0.001, 0.0, "1 ms"], ids=["inf", "negative", "zero", "text"])

@@ -37,13 +37,20 @@ def host_disturbed(row: pd.Series) -> bool:
     return flag(row, "contended") and row.get("timer") not in DEVICE_TIMERS
 
 
+def number(value: object) -> float | None:
+    """A frame's cell as a float when it is a finite number, None for anything else (absent, text, a bool, NaN). A
+    column of integers in every row (pytest-benchmark's `rounds` in a file without raw samples) gives numpy
+    integers, which are not Python ints."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        return None
+    return float(value) if np.isfinite(value) else None
+
+
 def contention_share(value: object) -> float | None:
     """The share of contended samples in a case's `contention` record (suites/core/host_load.py), when it holds a
     finite number within [0, 1]; None for anything else (absent, text, a bool)."""
-    share = value.get("share") if isinstance(value, dict) else None
-    if isinstance(share, bool) or not isinstance(share, int | float | np.number):
-        return None
-    return float(share) if 0 <= share <= 1 else None
+    share = number(value.get("share") if isinstance(value, dict) else None)
+    return share if share is not None and 0 <= share <= 1 else None
 
 
 # The widest spread (rel-IQR) a case of this suite can be `converged` with: a plateau, or rounds pooled, within
