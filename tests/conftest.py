@@ -10,6 +10,10 @@ writer's and the GPU check's plan run once.
 
 Under pytest-xdist (`-n 2`: CI runs the tests that way, .ci/run) a worker's variables are taken out of the
 environment for the pytest runs the tests start, and reports are 120 columns wide whatever the terminal.
+
+What this file imports at its top is light: a pytest run of a file under tests/ loads it too (each torchrun rank of
+tests/data/distributed), and matplotlib, pandas and scipy.stats (the pictures' fixtures, the runs' helpers) cost
+such a process a second of its start; the fixtures import them when they are used.
 """
 
 import ast
@@ -21,11 +25,6 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from matplotlib.figure import Figure
-from matplotlib.layout_engine import ConstrainedLayoutEngine
-
-from reports.plots import levels
-from tests.runs import run_bench
 
 
 @cache
@@ -99,6 +98,8 @@ def quick_run(request, tmp_path_factory) -> dict:
     folder = session_folder(request.config, tmp_path_factory) / "quick_run"
     folder.mkdir(exist_ok=True)
     out, stdout = folder / "quick.json", folder / "stdout.txt"
+    from tests.runs import run_bench  # here, not at the top: see the module's docstring
+
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not stdout.exists():  # written last, once the run passed
@@ -130,6 +131,10 @@ def draw_small(patch: pytest.MonkeyPatch) -> None:
     """While `patch` holds, every matplotlib figure a report saves is drawn at TEST_DPI, whatever dpi the report
     asks for, the history page's small multiples too (their canvas, reports/plots/levels.py, encodes its own PNGs)
     (`small_pictures`; a module's fixture uses it under its own pytest.MonkeyPatch.context())."""
+    from matplotlib.figure import Figure  # here, not at the top: see the module's docstring
+
+    from reports.plots import levels
+
     save, canvas = Figure.savefig, levels.Canvas.__init__
 
     def small(self, *args, **kwargs):
@@ -150,6 +155,8 @@ def small_pictures(monkeypatch) -> None:
 
 def draw_without_layout(patch: pytest.MonkeyPatch) -> None:
     """While `patch` holds, every matplotlib figure a report saves is drawn without its layout engine (`no_layout`)."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine  # here, not at the top: see the module's docstring
+
     patch.setattr(ConstrainedLayoutEngine, "execute", lambda self, figure: None)
 
 
@@ -168,6 +175,8 @@ def no_layout(monkeypatch) -> None:
 @pytest.fixture
 def drawn(small_pictures, monkeypatch) -> list:
     """Every matplotlib figure a report saves, recorded as it is saved (after the real savefig has drawn it, small)."""
+    from matplotlib.figure import Figure  # here, not at the top: see the module's docstring
+
     figures = []
     save = Figure.savefig
 
