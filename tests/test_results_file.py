@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from suites.harness.results import REGRESSED
-from suites.harness.targets import write_atomically
+from suites.harness.targets import unused, write_atomically
 from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,
@@ -192,6 +192,18 @@ def test_compare_fail_fails_every_run_after_a_regression_until_it_is_gone(tmp_pa
         assert f" in {baseline}: +" in said[0], said
         assert said[0].endswith(" % (--benchmark-compare-fail median:100% allows +100 %)"), said
     assert not any(line.startswith("regression: ") for line in runs[3].output.splitlines())
+
+
+def test_a_regressed_run_is_kept_beside_one_of_the_same_name_and_never_over_it(tmp_path):
+    """The runs after a regression take its number again, and pytest-benchmark's name is the same within a second:
+    quick runs (the test above) set a second regression aside under the first one's name. It goes beside it."""
+    first = tmp_path / f"{REGRESSED}0002_unversioned_20261205_063012.json"
+    assert unused(first) == first
+    first.write_text("{}")
+    second = unused(first)
+    assert second.name == f"{REGRESSED}0002_unversioned_20261205_063012-2.json"
+    second.symlink_to(tmp_path / "nowhere")  # a dangling link is a name taken too: writing there would follow it
+    assert unused(first).name == f"{REGRESSED}0002_unversioned_20261205_063012-3.json"
 
 
 def test_compare_fail_without_compare_is_a_usage_error_before_the_first_case():

@@ -52,7 +52,7 @@ from reports.format.schema import RESULTS_SCHEMA_VERSION
 from suites.core.children import stops_to_catch
 from suites.harness.entry import benchmark_session
 from suites.harness.journal import SUFFIX, Journal, JournalRefused
-from suites.harness.targets import blocked_signals, resolve_target, storage_folder, write_atomically
+from suites.harness.targets import blocked_signals, resolve_target, storage_folder, unused, write_atomically
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
@@ -250,12 +250,16 @@ class ResultsWriter:
         `regressed-NNNN_NAME.json`, a name pytest-benchmark's `--benchmark-compare` never picks: the next run
         compares against the run before it again and fails too, until the regression is gone (pytest-benchmark
         saves no run it was not asked to, so its comparisons keep their baseline the same way). A save the user
-        asked for (`--benchmark-save`, `--benchmark-autosave`) is numbered, as pytest-benchmark numbers it."""
+        asked for (`--benchmark-save`, `--benchmark-autosave`) is numbered, as pytest-benchmark numbers it.
+
+        The next run takes the same number, and its name (pytest-benchmark's, down to the second) can be the same
+        too: a second regression within that second is kept beside the first (`regressed-NNNN_NAME-2.json`), not
+        over it. Two runs at once hold two numbers (`claim_number`), so only runs one after the other share one."""
         regressions = getattr(benchmark_session(self.config), "performance_regressions", None)
         if not (self.implicit_save and regressions and self.save_name is not None):
             return
         numbered = self.targets[0]
-        self.targets[0] = numbered.with_name(f"{REGRESSED}{numbered.name}")
+        self.targets[0] = unused(numbered.with_name(f"{REGRESSED}{numbered.name}"))
         print(f"\nresults: the comparison failed, so this run is kept as {self.targets[0].name}, outside the "
               f"numbered runs: the next --benchmark-compare compares against the run before it again")
 
