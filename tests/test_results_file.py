@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from suites.harness.journal import unused
 from suites.harness.results import REGRESSED
-from suites.harness.targets import unused, write_atomically
+from suites.harness.targets import write_atomically
 from tests.resultfiles import RUN_A
 from tests.runs import (
     ROOT,

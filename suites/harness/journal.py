@@ -251,11 +251,17 @@ def _aside_name(path: Path, header: dict) -> Path:
         stamp = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
     target = Path(path.name.removesuffix(SUFFIX))
     base = f"{target.stem[:100]}.unfinished-{stamp:%Y%m%dT%H%M%SZ}"  # a name the filesystem takes
-    for n in range(1, 1000):
-        aside = path.with_name(f"{base}{f'-{n}' if n > 1 else ''}{target.suffix}{SUFFIX}")
-        if not aside.exists():
-            return aside
-    raise FileExistsError(errno.EEXIST, "no free name to move the stale journal to", str(path))
+    return unused(path.with_name(f"{base}{target.suffix}{SUFFIX}"), target.suffix + SUFFIX)
+
+
+def unused(path: Path, ending: str | None = None) -> Path:
+    """path, or where a file (or a link) is there already, the first free name beside it with -2, -3, ... before
+    its ending (its suffix unless given: `.json.journal`)."""
+    ending = path.suffix if ending is None else ending
+    stem, found, n = path.name.removesuffix(ending), path, 2
+    while found.exists() or found.is_symlink():
+        found, n = path.with_name(f"{stem}-{n}{ending}"), n + 1
+    return found
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:

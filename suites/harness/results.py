@@ -51,8 +51,8 @@ from reports.format import strict_json
 from reports.format.schema import RESULTS_SCHEMA_VERSION
 from suites.core.children import stops_to_catch
 from suites.harness.entry import benchmark_session
-from suites.harness.journal import SUFFIX, Journal, JournalRefused
-from suites.harness.targets import blocked_signals, resolve_target, storage_folder, unused, write_atomically
+from suites.harness.journal import SUFFIX, Journal, JournalRefused, unused
+from suites.harness.targets import blocked_signals, resolve_target, storage_folder, write_atomically
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json

@@ -29,14 +29,6 @@ SPECIAL_FILES = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block devi
                  stat.S_ISSOCK: "a socket"}
 
 
-def unused(path: Path) -> Path:
-    """path, or where a file is there already, the first of STEM-2.json, STEM-3.json, ... beside it that is free."""
-    found, n = path, 2
-    while found.exists() or found.is_symlink():
-        found, n = path.with_name(f"{path.stem}-{n}{path.suffix}"), n + 1
-    return found
-
-
 def temporary_name(path: Path) -> Path:
     """The name a file is written under before it is renamed over `path`: hidden, beside it, this process's, never
     a longer name than the journal's."""
