@@ -30,6 +30,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 
 import pytest
 import torch
@@ -42,6 +43,7 @@ from suites.core.runner import CaseResult, first_line
 from suites.harness import results
 
 DEFAULT_TIMEOUT_S = defaults.DIST_TIMEOUT_S
+GLOO_DRAIN_S = 0.2  # `leave`: how long gloo's worker threads get to drop the last collective's tensors
 # torch 2.13 renamed all_gather_into_tensor (now deprecated) to all_gather_single
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 # barrier() takes its own timeout from torch 2.13 on; before, it inherits the process group's (the same timeout_s)
@@ -103,8 +105,19 @@ def join(device: torch.device, timeout_s: float) -> World:
 
 
 def leave() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    """Leave the process group at the run's end; on gloo, after a pause of GLOO_DRAIN_S with the GIL released.
+
+    Before torch 2.8 gloo's destructor holds the GIL while it waits for the group's worker threads (pytorch#56297,
+    fixed by pytorch#154976), and a worker thread that still holds the last collective's tensors (those of
+    `all_gather_object` in `settle`, which Python has dropped) takes the GIL to free them: a deadlock at exit. CI saw
+    it once under torch 2.6 on a loaded 2-core machine, rank 1 stuck after `40 passed`, the workers' stacks in
+    ~ProcessGroupGloo and ~AsyncAllgatherWork. The pause lets the workers run first; it narrows the window, which
+    only torch's fix closes (a thread not scheduled for the whole pause can still hit it)."""
+    if not dist.is_initialized():
+        return
+    if dist.get_backend() == "gloo":
+        time.sleep(GLOO_DRAIN_S)
+    dist.destroy_process_group()
 
 
 def quiet_other_ranks(bench: object, world: World) -> None:
