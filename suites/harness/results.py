@@ -53,6 +53,7 @@ from suites.core.children import stops_to_catch
 from suites.harness.entry import benchmark_session
 from suites.harness.journal import SUFFIX, Journal, JournalRefused, unused
 from suites.harness.targets import blocked_signals, resolve_target, storage_folder, write_atomically
+from suites.harness.tracebacks import give_every_entry_a_line
 
 NUMBER_LOCK = ".run-numbers.lock"  # in the storage's machine folder; held while a run claims its number
 RUN_NUMBER = re.compile(r"(\d+)_")  # a storage file's run number, NNNN_NAME.json
@@ -173,6 +174,12 @@ class ResultsWriter:
         if ended and self.journal is not None and is_case(item):
             self._journal_case(item)
         return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo) -> None:
+        """Before pytest's terminal reporter prints the interrupt: a stop signal can leave a traceback entry
+        without a line number, which pytest cannot print (suites/harness/tracebacks.py)."""
+        give_every_entry_a_line(excinfo.tb)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.journal is None:
