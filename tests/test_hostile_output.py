@@ -1,6 +1,6 @@
-"""What the reports print and write from hostile inputs (issue 36): control characters in names never reach the
-terminal, times no trace can hold are left out with a count, `-` is no output file, and the strict JSON writer
-keeps every value it lists."""
+"""What the reports print and write from hostile inputs, so that nothing a file holds can corrupt a terminal or a
+page: control characters in names never reach the terminal, times no trace can hold are left out with a count, `-`
+is no output file, and the strict JSON writer keeps every value it lists."""
 
 from __future__ import annotations
 

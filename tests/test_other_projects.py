@@ -1,6 +1,6 @@
-"""Other projects' pytest-benchmark files in every report (issue 36): the page says what their times are, shows no
-levers they cannot have, `hardware` orders their sizes as numbers, names come without pytest-benchmark's
-`UNSERIALIZABLE[...]` wrapper, and `plot` draws them.
+"""Other projects' pytest-benchmark files in every report (users compare their runs with other projects' public
+results): the page says what their times are, shows no levers they cannot have, `hardware` orders their sizes as
+numbers, names come without pytest-benchmark's `UNSERIALIZABLE[...]` wrapper, and `plot` draws them.
 
 Real files: tests/data/pb3-5_other_project.json (pytest-benchmark 3.2 to 5.1), and /work/shared/series'
 converted nightly runs of pytorch/tensordict on an A10G (read where the machine has them)."""
