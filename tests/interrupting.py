@@ -36,15 +36,11 @@ def interrupt_on_an_unlocated_instruction() -> tuple[KeyboardInterrupt, Tracebac
     return interrupt, head
 
 
-_cases_started = 0
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    global _cases_started
-    if "benchmark" not in getattr(item, "fixturenames", ()):
-        return
-    _cases_started += 1
-    if _cases_started == 2:
+    """The second case of the session is stopped before it starts (the session's own count: no state kept here,
+    so a second run in the same interpreter is stopped the same way)."""
+    cases = [each for each in item.session.items if "benchmark" in getattr(each, "fixturenames", ())]
+    if len(cases) > 1 and item is cases[1]:
         interrupt, tb = interrupt_on_an_unlocated_instruction()
         raise interrupt.with_traceback(tb.tb_next)

@@ -9,10 +9,9 @@ torchrun, sets an environment variable read at import, runs a guest repository t
 turns the first import's warnings into errors, or compares its answer with another process's (the progress lines
 written to the terminal's own file descriptor are read in this interpreter through capfd: tests/test_progress.py).
 Any other run runs in this interpreter (`*_in_process`): one that ends before the first case (a usage error, a
-`-k` selection, a command's one-line error),
-and a measuring run that none of these concern (`run_bench_in_process`, `run_guest_in_process` for a user's
-repository): the same exit code, output and results file, without the 1.5-3 s a fresh interpreter spends importing
-torch.
+`-k` selection, a command's one-line error), and a measuring run that none of these concern (`run_bench_in_process`,
+`run_guest_in_process` for a user's repository): the same exit code, output and results file, without the 1.5-3 s a
+fresh interpreter spends importing torch.
 """
 
 from __future__ import annotations
